@@ -1,0 +1,37 @@
+# Set-up and entry points. Every target is idempotent.
+#   make demo   install everything, then run the main job on the embedded default
+#   make test   install everything, then run the test suite
+PYTHON  ?= python3
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+DATA    := data/fashion_mnist/t10k-labels-idx1-ubyte
+FMNIST  := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
+REQS    := requirements.txt $(wildcard requirements/*.txt) setup.py
+
+.PHONY: setup demo test lint
+setup: $(STAMP) $(DATA)
+
+$(FMNIST):
+	apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist
+
+$(STAMP): $(REQS)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	touch $(STAMP)
+
+$(DATA): $(FMNIST) | $(STAMP)
+	$(PY) tools/data/prepare_fashion_mnist.py
+
+demo: setup
+	$(PY) tools/train.py configs/fashion_mnist/vit-tiny-p4_softmax_fashion-mnist.py \
+		--work-dir work_dirs/demo --cfg-options train_cfg.max_epochs=3
+
+test: setup
+	$(PY) -m pytest -q tests
+
+lint: setup
+	$(VENV)/bin/ruff check mmlvit tools tests configs
+	$(VENV)/bin/ruff format --check mmlvit tools tests

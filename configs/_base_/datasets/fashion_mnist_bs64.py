@@ -1,0 +1,39 @@
+# Fashion-MNIST (28x28 grey, 10 classes), resized to 32 px for patch 4/8 ViTs.
+# Data: `apt-get install dataset-fashion-mnist` then
+# `python tools/data/prepare_fashion_mnist.py` (extracts into data_root).
+dataset_type = 'FashionMNIST'
+data_root = 'data/fashion_mnist'
+data_preprocessor = dict(num_classes=10, mean=[72.94], std=[90.02])
+
+train_pipeline = [
+    dict(type='Resize', scale=32),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='PackInputs'),
+]
+test_pipeline = [dict(type='Resize', scale=32), dict(type='PackInputs')]
+
+train_dataloader = dict(
+    batch_size=64,
+    num_workers=2,
+    dataset=dict(
+        type=dataset_type,
+        data_root=data_root,
+        test_mode=False,
+        download=False,
+        pipeline=train_pipeline),
+    sampler=dict(type='DefaultSampler', shuffle=True),
+)
+val_dataloader = dict(
+    batch_size=256,
+    num_workers=2,
+    dataset=dict(
+        type=dataset_type,
+        data_root=data_root,
+        test_mode=True,
+        download=False,
+        pipeline=test_pipeline),
+    sampler=dict(type='DefaultSampler', shuffle=False),
+)
+val_evaluator = dict(type='Accuracy', topk=(1, ))
+test_dataloader = val_dataloader
+test_evaluator = val_evaluator

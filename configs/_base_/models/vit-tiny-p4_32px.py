@@ -1,0 +1,28 @@
+# A DeiT-like tiny softmax ViT for 32 px single-channel images (8x8 patches of
+# 4 px): embed 96, depth 6, 4 heads. The reference model of the small-scale
+# experiments and the teacher of its students.
+model = dict(
+    type='ImageClassifier',
+    backbone=dict(
+        type='VisionTransformer',
+        arch=dict(embed_dims=96, num_layers=6, num_heads=4,
+                  feedforward_channels=384),
+        img_size=32,
+        patch_size=4,
+        in_channels=1,
+        drop_rate=0.,
+        drop_path_rate=0.,
+        out_type='cls_token',
+        init_cfg=[
+            dict(type='TruncNormal', layer='Linear', std=.02),
+            dict(type='Constant', layer='LayerNorm', val=1., bias=0.),
+        ]),
+    neck=None,
+    head=dict(
+        type='VisionTransformerClsHead',
+        num_classes=10,
+        in_channels=96,
+        loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1,
+                  mode='original'),
+        init_cfg=[dict(type='TruncNormal', layer='Linear', std=.02)]),
+)

@@ -1,0 +1,13 @@
+# Softmax ViT-tiny trained from scratch on Fashion-MNIST (32 px).
+# python tools/train.py configs/fashion_mnist/vit-tiny-p4_softmax_fashion-mnist.py
+_base_ = [
+    '../_base_/models/vit-tiny-p4_32px.py',
+    '../_base_/datasets/fashion_mnist_bs64.py',
+    '../_base_/schedules/small_adamw.py',
+    '../_base_/default_runtime.py',
+]
+default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=50),
+    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=2,
+                    save_best='auto'),
+)

@@ -1,0 +1,1 @@
+from . import hooks  # noqa: F401

@@ -1,0 +1,1 @@
+from . import attentions, backbones, distillers, losses  # noqa: F401

@@ -1,0 +1,116 @@
+"""The skeleton every attention operator shares with softmax attention."""
+import torch.nn as nn
+from mmengine.model import BaseModule
+
+
+class BaseAttention(BaseModule):
+    """Multi-head token mixing with softmax-compatible parameter names.
+
+    Every operator owns ``qkv`` (Linear C -> 3C + ``extra_qkv_dims``; the
+    standard q, k, v rows first, head ``i`` at rows ``i*d:(i+1)*d`` of each)
+    and ``proj`` (Linear ``proj_in_dims`` -> C), so checkpoint keys line up
+    with mmpretrain's ``MultiheadAttention`` and copying is by name and shape.
+
+    Args:
+        embed_dims (int): Token width C.
+        num_heads (int): Number of heads h; must divide C.
+        qkv_bias (bool): Bias in ``qkv``. Defaults to True.
+        attn_drop (float): Dropout on the attention map, for operators that
+            form one (softmax). Defaults to 0.
+        proj_drop (float): Dropout after ``proj``. Defaults to 0.
+        extra_qkv_dims (int): Rows appended to ``qkv`` after the 3C standard
+            ones. Defaults to 0.
+        proj_in_dims (int, optional): Input width of ``proj``. Defaults to C.
+        init_cfg (dict, optional): mmengine init config.
+    """
+
+    def __init__(self,
+                 embed_dims,
+                 num_heads,
+                 qkv_bias=True,
+                 attn_drop=0.,
+                 proj_drop=0.,
+                 extra_qkv_dims=0,
+                 proj_in_dims=None,
+                 init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        if embed_dims % num_heads != 0:
+            raise ValueError(
+                f'{type(self).__name__}: num_heads={num_heads} must divide '
+                f'embed_dims={embed_dims}.')
+        self.embed_dims = embed_dims
+        self.num_heads = num_heads
+        self.head_dims = embed_dims // num_heads
+        self.attn_drop = attn_drop
+        self.qkv = nn.Linear(embed_dims, 3 * embed_dims + extra_qkv_dims,
+                             bias=qkv_bias)
+        self.proj = nn.Linear(proj_in_dims or embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def split_heads(self, qkv):
+        """Split the standard rows of a ``qkv`` output into heads.
+
+        Args:
+            qkv (Tensor): (B, N, 3C + extra) output of ``self.qkv``.
+
+        Returns:
+            tuple[Tensor]: q, k, v, each (B, h, N, d).
+        """
+        B, N, _ = qkv.shape
+        C = self.embed_dims
+        q, k, v = qkv[..., :3 * C].reshape(B, N, 3, self.num_heads,
+                                           self.head_dims).permute(2, 0, 3, 1,
+                                                                   4)
+        return q, k, v
+
+    def merge_heads(self, x):
+        """(B, h, N, d) -> (B, N, h*d)."""
+        B, h, N, d = x.shape
+        return x.transpose(1, 2).reshape(B, N, h * d)
+
+    def output(self, x):
+        """Output projection and dropout: (B, N, proj_in_dims) -> (B, N, C)."""
+        return self.proj_drop(self.proj(x))
+
+    @staticmethod
+    def num_extra_tokens(num_tokens, hw_shape):
+        """How many non-patch tokens (class token) precede the H*W patches.
+
+        Raises:
+            ValueError: ``num_tokens`` is neither H*W nor H*W + 1.
+        """
+        H, W = hw_shape
+        extra = num_tokens - H * W
+        if extra not in (0, 1):
+            raise ValueError(
+                f'Got {num_tokens} tokens for a {H}x{W} patch grid; expected '
+                f'{H * W} (no class token) or {H * W + 1} (class token '
+                'first).')
+        return extra
+
+    def forward(self, x, hw_shape):
+        """Mix tokens.
+
+        Args:
+            x (Tensor): (B, N, C) tokens, the class token (if any) first,
+                then the H*W patches in raster order.
+            hw_shape (tuple[int, int]): Patch grid (H, W).
+
+        Returns:
+            Tensor: (B, N, C).
+        """
+        raise NotImplementedError
+
+    def flops(self, num_tokens, hw_shape):
+        """Forward FLOPs for one image (2 per multiply-add), projections
+        included; used by the benchmarks to compare measured speed-ups with
+        the arithmetic ones."""
+        raise NotImplementedError
+
+    def attention_map(self, x, hw_shape):
+        """The (B, h, N, N) map applied to the values, for analysis only."""
+        raise NotImplementedError(
+            f'{type(self).__name__} never forms an N x N attention map: its '
+            'output is not a fixed linear map of the values. Use an output-'
+            'based analysis (e.g. AttentionOutputMSE) instead.')
+

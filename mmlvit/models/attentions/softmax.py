@@ -1,0 +1,33 @@
+"""Softmax attention, the teacher-side reference operator."""
+import torch
+import torch.nn.functional as F
+from mmpretrain.registry import MODELS
+
+from .base import BaseAttention
+
+
+@MODELS.register_module()
+class SoftmaxAttention(BaseAttention):
+    """Scaled dot-product softmax attention, O(N^2).
+
+    Numerically the same function as mmpretrain's ``MultiheadAttention``
+    (same ``qkv``/``proj`` layout, scale d^-1/2, SDPA), with the common
+    ``forward(x, hw_shape)`` interface. Arguments as :class:`BaseAttention`.
+    """
+
+    def forward(self, x, hw_shape):
+        q, k, v = self.split_heads(self.qkv(x))
+        drop = self.attn_drop if self.training else 0.
+        o = F.scaled_dot_product_attention(q, k, v, dropout_p=drop)
+        return self.output(self.merge_heads(o))
+
+    def flops(self, num_tokens, hw_shape):
+        N, C = num_tokens, self.embed_dims
+        projections = 2 * N * C * (3 * C) + 2 * N * C * C
+        return projections + 2 * 2 * N * N * C  # q k^T and A v
+
+    def attention_map(self, x, hw_shape):
+        """softmax(q k^T / sqrt(d)): (B, h, N, N), rows sum to 1."""
+        q, k, _ = self.split_heads(self.qkv(x))
+        return torch.softmax(q @ k.transpose(-2, -1) * self.head_dims**-0.5,
+                             dim=-1)

@@ -1,0 +1,75 @@
+"""Packaging for mmlvit, an MMPretrain plugin for linear-attention ViTs."""
+import os
+import os.path as osp
+import shutil
+import sys
+
+from setuptools import find_packages, setup
+
+ROOT = osp.dirname(osp.abspath(__file__))
+
+
+def read_version():
+    namespace = {}
+    with open(osp.join(ROOT, 'mmlvit', 'version.py')) as f:
+        exec(f.read(), namespace)
+    return namespace['__version__']
+
+
+def parse_requirements(fname):
+    """Read a requirements file, following ``-r`` includes."""
+    requirements = []
+    with open(osp.join(ROOT, fname)) as f:
+        for line in f:
+            line = line.split('#', 1)[0].strip()
+            if not line:
+                continue
+            if line.startswith('-r '):
+                included = osp.join(osp.dirname(fname), line[3:].strip())
+                requirements += parse_requirements(included)
+            else:
+                requirements.append(line)
+    return requirements
+
+
+def add_mim_extension():
+    """Place configs/ and tools/ under mmlvit/.mim so ``mim`` finds them.
+
+    Wheels and sdists get copies; a develop (editable) install gets nothing,
+    and there ``python tools/train.py`` is the entry point.
+    """
+    if 'develop' in sys.argv or 'editable_wheel' in sys.argv:
+        return
+    mim_path = osp.join(ROOT, 'mmlvit', '.mim')
+    os.makedirs(mim_path, exist_ok=True)
+    for name in ('configs', 'tools'):
+        src = osp.join(ROOT, name)
+        dst = osp.join(mim_path, name)
+        if osp.islink(dst) or osp.isfile(dst):
+            os.remove(dst)
+        elif osp.isdir(dst):
+            shutil.rmtree(dst)
+        if osp.exists(src):
+            shutil.copytree(src, dst)
+
+
+if __name__ == '__main__':
+    add_mim_extension()
+    setup(
+        name='mmlvit',
+        version=read_version(),
+        description='Linear-attention Vision Transformers initialised from '
+        'softmax ViTs: copy the MLPs, distill the attention (MMPretrain plugin)',
+        long_description=open(osp.join(ROOT, 'README.md')).read(),
+        long_description_content_type='text/markdown',
+        license='Apache License 2.0',
+        packages=find_packages(exclude=('configs', 'tools', 'tests')),
+        include_package_data=True,
+        python_requires='>=3.10',
+        install_requires=parse_requirements('requirements/runtime.txt'),
+        extras_require=dict(
+            mim=parse_requirements('requirements/mim.txt'),
+            tests=parse_requirements('requirements/tests.txt'),
+        ),
+        zip_safe=False,
+    )

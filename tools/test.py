@@ -1,0 +1,71 @@
+"""Evaluate a checkpoint with an mmpretrain-style config.
+
+Example:
+    python tools/test.py CONFIG work_dirs/xxx/epoch_10.pth
+    bash tools/dist_test.sh CONFIG CHECKPOINT 8
+"""
+import argparse
+import os
+import os.path as osp
+
+from mmengine.config import Config, DictAction
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+import mmlvit  # noqa: F401  (registers the modules, safe loading)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description='Test (evaluate) a model')
+    parser.add_argument('config', help='test config file path')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('--work-dir', help='directory for the logs')
+    parser.add_argument('--out', help='dump the metrics (.json/.pkl)')
+    parser.add_argument('--amp', action='store_true',
+                        help='test with automatic mixed precision')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction,
+        help='override config entries, e.g. key=value or key="[a,b]"')
+    parser.add_argument('--launcher', default='none',
+                        choices=['none', 'pytorch', 'slurm', 'mpi'],
+                        help='job launcher')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def merge_args(cfg, args):
+    """Merge command line arguments into the config."""
+    cfg.launcher = args.launcher
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs',
+                                osp.splitext(osp.basename(args.config))[0])
+    cfg.load_from = args.checkpoint
+    if args.amp:
+        cfg.test_cfg.fp16 = True
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    loader = cfg.test_dataloader
+    loader.setdefault('persistent_workers', True)
+    if loader.get('num_workers', 0) == 0:
+        loader.persistent_workers = False
+    return cfg
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = merge_args(Config.fromfile(args.config), args)
+    runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg
+              else RUNNERS.build(cfg))
+    metrics = runner.test()
+    if args.out:
+        from mmengine.fileio import dump
+        dump(metrics, args.out)
+    return metrics
+
+
+if __name__ == '__main__':
+    main()

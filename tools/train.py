@@ -1,0 +1,107 @@
+"""Train a model from an mmpretrain-style config (mmlvit modules included).
+
+Examples:
+    python tools/train.py configs/lvit/vit-b_gla_copy-distill_in1k.py
+    python tools/train.py CONFIG --resume            # latest in work_dir
+    python tools/train.py CONFIG --cfg-options train_dataloader.batch_size=64
+    bash tools/dist_train.sh CONFIG 8                # DDP via torchrun
+"""
+import argparse
+import os
+import os.path as osp
+
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+import mmlvit  # noqa: F401  (registers the modules, safe loading)
+
+DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description='Train a model')
+    parser.add_argument('config', help='train config file path')
+    parser.add_argument('--work-dir', help='directory for logs and checkpoints')
+    parser.add_argument(
+        '--resume', nargs='?', type=str, const='auto',
+        help='resume from this checkpoint, or without a path from the latest '
+        'checkpoint in the work directory')
+    parser.add_argument('--amp', action='store_true',
+                        help='automatic mixed precision training')
+    parser.add_argument('--no-validate', action='store_true',
+                        help='skip validation during training')
+    parser.add_argument('--auto-scale-lr', action='store_true',
+                        help='scale the lr by actual / base batch size')
+    parser.add_argument('--no-pin-memory', action='store_true',
+                        help='disable pin_memory in the dataloaders')
+    parser.add_argument(
+        '--no-persistent-workers', action='store_true',
+        help='disable persistent_workers in the dataloaders (it is already '
+        'off for any dataloader with num_workers=0)')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction,
+        help='override config entries, e.g. key=value or key="[a,b]"')
+    parser.add_argument('--launcher', default='none',
+                        choices=['none', 'pytorch', 'slurm', 'mpi'],
+                        help='job launcher')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def set_dataloader_defaults(cfg, args):
+    """Fill pin_memory/persistent_workers as mmpretrain's train.py does,
+    except that persistent workers are never requested without workers."""
+    for field in DATALOADERS:
+        loader = cfg.get(field)
+        if loader is None:
+            continue
+        loader.setdefault('collate_fn', dict(type='default_collate'))
+        loader.setdefault('pin_memory', torch.cuda.is_available())
+        loader.setdefault('persistent_workers', True)
+        if args.no_pin_memory:
+            loader.pin_memory = False
+        if args.no_persistent_workers or loader.get('num_workers', 0) == 0:
+            loader.persistent_workers = False
+
+
+def merge_args(cfg, args):
+    """Merge command line arguments into the config."""
+    if args.no_validate:
+        cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    cfg.launcher = args.launcher
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs',
+                                osp.splitext(osp.basename(args.config))[0])
+    if args.amp:
+        cfg.optim_wrapper.type = 'AmpOptimWrapper'
+        cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+    if args.resume == 'auto':
+        cfg.resume, cfg.load_from = True, None
+    elif args.resume is not None:
+        cfg.resume, cfg.load_from = True, args.resume
+    if args.auto_scale_lr:
+        cfg.auto_scale_lr.enable = True
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    set_dataloader_defaults(cfg, args)
+    return cfg
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = merge_args(Config.fromfile(args.config), args)
+    # runner_type='FlexibleRunner' + strategy=dict(type='FSDPStrategy') in a
+    # config selects mmengine's FSDP strategy.
+    runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg
+              else RUNNERS.build(cfg))
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()
