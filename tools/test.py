@@ -8,6 +8,7 @@ import argparse
 import os
 import os.path as osp
 
+import torch
 from mmengine.config import Config, DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
@@ -38,6 +39,9 @@ def parse_args(argv=None):
 def merge_args(cfg, args):
     """Merge command line arguments into the config."""
     cfg.launcher = args.launcher
+    if args.launcher != 'none' and not torch.cuda.is_available():
+        # Without GPUs the processes talk through gloo on the CPU.
+        cfg.env_cfg.setdefault('dist_cfg', {})['backend'] = 'gloo'
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir') is None:

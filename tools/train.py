@@ -73,6 +73,9 @@ def merge_args(cfg, args):
     if args.no_validate:
         cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
     cfg.launcher = args.launcher
+    if args.launcher != 'none' and not torch.cuda.is_available():
+        # Without GPUs the processes talk through gloo on the CPU.
+        cfg.env_cfg.setdefault('dist_cfg', {})['backend'] = 'gloo'
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir') is None:
