@@ -8,12 +8,12 @@ import argparse
 import os
 import os.path as osp
 
-import torch
 from mmengine.config import Config, DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
+from mmlvit.engine.dist import init_cpu_distributed
 
 
 def parse_args(argv=None):
@@ -39,9 +39,6 @@ def parse_args(argv=None):
 def merge_args(cfg, args):
     """Merge command line arguments into the config."""
     cfg.launcher = args.launcher
-    if args.launcher != 'none' and not torch.cuda.is_available():
-        # Without GPUs the processes talk through gloo on the CPU.
-        cfg.env_cfg.setdefault('dist_cfg', {})['backend'] = 'gloo'
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir') is None:
@@ -62,6 +59,7 @@ def merge_args(cfg, args):
 def main(argv=None):
     args = parse_args(argv)
     cfg = merge_args(Config.fromfile(args.config), args)
+    init_cpu_distributed(cfg)
     runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg
               else RUNNERS.build(cfg))
     metrics = runner.test()

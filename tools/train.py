@@ -16,6 +16,7 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
+from mmlvit.engine.dist import init_cpu_distributed
 
 DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 
@@ -23,7 +24,8 @@ DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Train a model')
     parser.add_argument('config', help='train config file path')
-    parser.add_argument('--work-dir', help='directory for logs and checkpoints')
+    parser.add_argument('--work-dir',
+                        help='directory for logs and checkpoints')
     parser.add_argument(
         '--resume', nargs='?', type=str, const='auto',
         help='resume from this checkpoint, or without a path from the latest '
@@ -73,9 +75,6 @@ def merge_args(cfg, args):
     if args.no_validate:
         cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
     cfg.launcher = args.launcher
-    if args.launcher != 'none' and not torch.cuda.is_available():
-        # Without GPUs the processes talk through gloo on the CPU.
-        cfg.env_cfg.setdefault('dist_cfg', {})['backend'] = 'gloo'
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir') is None:
@@ -101,6 +100,7 @@ def main(argv=None):
     cfg = merge_args(Config.fromfile(args.config), args)
     # runner_type='FlexibleRunner' + strategy=dict(type='FSDPStrategy') in a
     # config selects mmengine's FSDP strategy.
+    init_cpu_distributed(cfg)
     runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg
               else RUNNERS.build(cfg))
     runner.train()

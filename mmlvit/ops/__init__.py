@@ -1,0 +1,34 @@
+from .inline_attention import inline_attention, inline_attention_map
+from .kernel_attention import (
+    feature_map,
+    kernel_attention_map,
+    kernel_linear_attention,
+)
+from .mhla import (
+    mhla_attention,
+    mhla_attention_map,
+    mhla_block_index,
+    mhla_linear_mixing,
+)
+from .ttt import (
+    dwconv_inner_grad,
+    swiglu_inner_grads,
+    ttt_dwconv,
+    ttt_swiglu,
+)
+
+__all__ = [
+    'dwconv_inner_grad',
+    'feature_map',
+    'inline_attention',
+    'inline_attention_map',
+    'kernel_attention_map',
+    'kernel_linear_attention',
+    'mhla_attention',
+    'mhla_attention_map',
+    'mhla_block_index',
+    'mhla_linear_mixing',
+    'swiglu_inner_grads',
+    'ttt_dwconv',
+    'ttt_swiglu',
+]

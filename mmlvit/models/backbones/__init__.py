@@ -1,0 +1,11 @@
+from .linear_vit import (
+    LinearTransformerEncoderLayer,
+    LinearVisionTransformer,
+    sincos_position_embedding,
+)
+
+__all__ = [
+    'LinearTransformerEncoderLayer',
+    'LinearVisionTransformer',
+    'sincos_position_embedding',
+]

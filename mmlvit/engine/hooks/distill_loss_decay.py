@@ -1,0 +1,39 @@
+"""A linear schedule for the distillation weight lambda."""
+from mmengine.hooks import Hook
+from mmengine.model import is_model_wrapper
+from mmpretrain.registry import HOOKS
+
+
+@HOOKS.register_module()
+class DistillLossDecayHook(Hook):
+    """Decay ``loss_distill`` of an ``AttentionDistiller`` linearly.
+
+    Before every training iteration the distiller's ``distill_scale`` is set
+    to ``1 + (end_factor - 1) * iter / max_iters``: lambda at the first
+    iteration, ``end_factor * lambda`` after the last one. The scale follows
+    from the iteration alone, so a resumed run continues the schedule.
+    Without this hook lambda stays constant (the paper's protocol).
+
+    Args:
+        end_factor (float): Fraction of lambda left at the end of training.
+            Defaults to 0.
+    """
+
+    priority = 'NORMAL'
+
+    def __init__(self, end_factor=0.):
+        if end_factor < 0:
+            raise ValueError(
+                f'DistillLossDecayHook: end_factor must be >= 0, got '
+                f'{end_factor}.')
+        self.end_factor = end_factor
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None):
+        model = runner.model.module if is_model_wrapper(
+            runner.model) else runner.model
+        if not hasattr(model, 'distill_scale'):
+            raise TypeError('DistillLossDecayHook needs an '
+                            'AttentionDistiller model, got '
+                            f'{type(model).__name__}.')
+        progress = runner.iter / runner.max_iters
+        model.distill_scale = 1 + (self.end_factor - 1) * progress

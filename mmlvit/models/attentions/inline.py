@@ -1,0 +1,68 @@
+"""InLine attention: identity kernel, subtraction normalisation."""
+
+from mmpretrain.registry import MODELS
+
+from mmlvit.ops import inline_attention, inline_attention_map
+
+from .base import BaseAttention
+
+
+@MODELS.register_module()
+class InLineAttention(BaseAttention):
+    """InLine attention (Han et al., NeurIPS 2024) without the local
+    residual branch, as in Qin et al. B.1.
+
+    ``o_i = (s/N) q_i (k^T v) + (1 - s q_i . mean(k)) mean(v)`` per head,
+    s = d^-1/2, every token (class token included) counted in N. Holds only
+    the softmax parameters (``qkv``, ``proj``).
+
+    Args:
+        embed_dims (int): Token width C.
+        num_heads (int): Number of heads h; must divide C.
+        qkv_bias (bool): Bias in ``qkv``. Defaults to True.
+        attn_drop (float): Must be 0: no map is formed to drop from.
+        proj_drop (float): Dropout after ``proj``. Defaults to 0.
+        init_cfg (dict, optional): mmengine init config.
+    """
+
+    def __init__(
+        self,
+        embed_dims,
+        num_heads,
+        qkv_bias=True,
+        attn_drop=0.0,
+        proj_drop=0.0,
+        init_cfg=None,
+    ):
+        if attn_drop:
+            raise ValueError(
+                'InLineAttention forms no attention map; attn_drop must be '
+                f'0, got {attn_drop}.'
+            )
+        super().__init__(
+            embed_dims,
+            num_heads,
+            qkv_bias=qkv_bias,
+            proj_drop=proj_drop,
+            init_cfg=init_cfg,
+        )
+
+    def forward(self, x, hw_shape):
+        """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token)."""
+        self.num_extra_tokens(x.shape[1], hw_shape)
+        q, k, v = self.split_heads(self.qkv(x))
+        return self.output(self.merge_heads(inline_attention(q, k, v)))
+
+    def flops(self, num_tokens, hw_shape):
+        N, C, d = num_tokens, self.embed_dims, self.head_dims
+        projections = 2 * N * C * (3 * C) + 2 * N * C * C
+        summaries = 2 * N * C * d + 2 * N * C  # k^T v, mean(k), mean(v)
+        outputs = 2 * N * C * d + 2 * N * C + 2 * N * C  # q(k^T v), offset
+        return projections + summaries + outputs
+
+    def attention_map(self, x, hw_shape):
+        """(s/N) q k^T + (1/N)(1 - s q . mean(k)): (B, h, N, N), signed,
+        rows summing to 1."""
+        self.num_extra_tokens(x.shape[1], hw_shape)
+        q, k, _ = self.split_heads(self.qkv(x))
+        return inline_attention_map(q, k)

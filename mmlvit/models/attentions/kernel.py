@@ -1,0 +1,88 @@
+"""Kernel linear attention: ELU+1 and ReLU feature maps."""
+
+from mmpretrain.registry import MODELS
+
+from mmlvit.ops import kernel_attention_map, kernel_linear_attention
+
+from .base import BaseAttention
+
+
+class KernelLinearAttention(BaseAttention):
+    """Non-causal linear attention ``phi(q) (phi(k)^T v) / (phi(q) . z)``.
+
+    Holds only the softmax parameters (``qkv``, ``proj``), so a softmax
+    checkpoint copies in unchanged. q and k are not scaled; the class token,
+    if any, is an ordinary token. Subclasses fix the feature map ``kernel``.
+
+    Args:
+        embed_dims (int): Token width C.
+        num_heads (int): Number of heads h; must divide C.
+        qkv_bias (bool): Bias in ``qkv``. Defaults to True.
+        attn_drop (float): Must be 0: no map is formed to drop from.
+        proj_drop (float): Dropout after ``proj``. Defaults to 0.
+        eps (float): Added to the normaliser. Defaults to 1e-6.
+        init_cfg (dict, optional): mmengine init config.
+    """
+
+    kernel = None
+
+    def __init__(
+        self,
+        embed_dims,
+        num_heads,
+        qkv_bias=True,
+        attn_drop=0.0,
+        proj_drop=0.0,
+        eps=1e-6,
+        init_cfg=None,
+    ):
+        if attn_drop:
+            raise ValueError(
+                f'{type(self).__name__} forms no attention map; attn_drop '
+                f'must be 0, got {attn_drop}.'
+            )
+        super().__init__(
+            embed_dims,
+            num_heads,
+            qkv_bias=qkv_bias,
+            proj_drop=proj_drop,
+            init_cfg=init_cfg,
+        )
+        self.eps = eps
+
+    def forward(self, x, hw_shape):
+        """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token)."""
+        self.num_extra_tokens(x.shape[1], hw_shape)
+        q, k, v = self.split_heads(self.qkv(x))
+        o = kernel_linear_attention(q, k, v, kernel=self.kernel, eps=self.eps)
+        return self.output(self.merge_heads(o))
+
+    def flops(self, num_tokens, hw_shape):
+        N, C, d = num_tokens, self.embed_dims, self.head_dims
+        projections = 2 * N * C * (3 * C) + 2 * N * C * C
+        summaries = 2 * N * C * d + N * C  # phi(k)^T v and z
+        outputs = 2 * N * C * d + 2 * N * C + N * C  # numerator, den., div.
+        return projections + summaries + outputs
+
+    def attention_map(self, x, hw_shape):
+        """diag(phi(q) phi(k)^T 1 + eps)^-1 phi(q) phi(k)^T: (B, h, N, N)."""
+        self.num_extra_tokens(x.shape[1], hw_shape)
+        q, k, _ = self.split_heads(self.qkv(x))
+        return kernel_attention_map(q, k, kernel=self.kernel, eps=self.eps)
+
+
+@MODELS.register_module()
+class ELULinearAttention(KernelLinearAttention):
+    """Kernel linear attention with phi(x) = elu(x) + 1. Arguments as
+    :class:`KernelLinearAttention`."""
+
+    kernel = 'elu'
+
+
+@MODELS.register_module()
+class ReLULinearAttention(KernelLinearAttention):
+    """Kernel linear attention with phi(x) = relu(x); rows whose keys and
+    query share no positive feature give a zero output. Arguments as
+    :class:`KernelLinearAttention`."""
+
+    kernel = 'relu'

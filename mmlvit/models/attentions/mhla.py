@@ -1,0 +1,122 @@
+"""MHLA: block-mixed ReLU linear attention with a value conv."""
+
+import torch
+import torch.nn as nn
+from mmpretrain.registry import MODELS
+
+from mmlvit.ops.mhla import (
+    mhla_attention,
+    mhla_attention_map,
+    mhla_linear_mixing,
+)
+
+from .base import BaseAttention
+
+
+@MODELS.register_module()
+class MHLAttention(BaseAttention):
+    """Multi-head linear attention (Zhang et al. ICLR 2026), paper form.
+
+    Per head, ReLU-kernel key-value summaries of each of the s x s spatial
+    blocks are mixed by the learned ``mixing`` matrix W (M x M, M = s^2,
+    init "linear"; keep it in [0, 1] with ``MHLAMixingClampHook``); a
+    5x5 depthwise conv of the values (``lepe``) is added before ``proj``.
+    Patch tokens only: the model must run with ``with_cls_token=False``.
+    At any resolution the grid keeps s x s blocks of side ceil(H/s) x
+    ceil(W/s) (W stays reusable); see :func:`mmlvit.ops.mhla_attention`.
+
+    Args:
+        embed_dims (int): Token width C.
+        num_heads (int): Number of heads h.
+        qkv_bias (bool): Bias in ``qkv`` (DeiT's, so it copies). Defaults to
+            True.
+        attn_drop (float): Must be 0: MHLA forms no map to drop from.
+        proj_drop (float): Dropout after ``proj``. Defaults to 0.
+        blocks_per_side (int): s. Defaults to 2 (four 7x7 blocks on a 14x14
+            grid, Qin et al.'s setting).
+        init_cfg (dict, optional): mmengine init config.
+    """
+
+    def __init__(
+        self,
+        embed_dims,
+        num_heads,
+        qkv_bias=True,
+        attn_drop=0.0,
+        proj_drop=0.0,
+        blocks_per_side=2,
+        init_cfg=None,
+    ):
+        if attn_drop:
+            raise ValueError(
+                'MHLAttention forms no attention map; attn_drop '
+                f'must be 0, got {attn_drop}.'
+            )
+        super().__init__(
+            embed_dims,
+            num_heads,
+            qkv_bias=qkv_bias,
+            proj_drop=proj_drop,
+            init_cfg=init_cfg,
+        )
+        self.blocks_per_side = blocks_per_side
+        self.mixing = nn.Parameter(mhla_linear_mixing(blocks_per_side))
+        self.lepe = nn.Conv2d(
+            embed_dims, embed_dims, 5, padding=2, groups=embed_dims
+        )
+
+    def _check_tokens(self, x, hw_shape):
+        if self.num_extra_tokens(x.shape[1], hw_shape):
+            raise ValueError(
+                'MHLAttention mixes patch tokens only and got a class token; '
+                'build the backbone with with_cls_token=False.'
+            )
+
+    def value_conv(self, v, hw_shape):
+        """The 5x5 depthwise conv over all heads' values.
+
+        Args:
+            v (Tensor): (B, h, N, d).
+            hw_shape (tuple[int, int]): Patch grid (H, W).
+
+        Returns:
+            Tensor: (B, N, C).
+        """
+        v = self.merge_heads(v)
+        B, N, C = v.shape
+        grid = v.transpose(1, 2).reshape(B, C, *hw_shape)
+        return self.lepe(grid).flatten(2).transpose(1, 2)
+
+    def forward(self, x, hw_shape):
+        """(B, H*W, C) -> (B, H*W, C); never forms an N x N tensor."""
+        self._check_tokens(x, hw_shape)
+        q, k, v = self.split_heads(self.qkv(x))
+        out = mhla_attention(q, k, v, self.mixing, hw_shape)
+        return self.output(
+            self.merge_heads(out) + self.value_conv(v, hw_shape)
+        )
+
+    def flops(self, num_tokens, hw_shape):
+        N, C, d = num_tokens, self.embed_dims, self.head_dims
+        M = self.blocks_per_side**2
+        projections = 2 * N * C * (3 * C) + 2 * N * C * C
+        summaries = 2 * N * C * d + 2 * N * C  # phi(k)^T v and sum phi(k)
+        mixing = 2 * M * M * (C * d + C)
+        queries = 2 * N * C * d + 2 * N * C  # phi(q) S and phi(q) . z
+        value_conv = 2 * N * C * 25
+        return projections + summaries + mixing + queries + value_conv
+
+    def attention_map(self, x, hw_shape):
+        """A_tj = W[i(t), b(j)] phi(q_t) . phi(k_j) / den_t: (B, h, N, N).
+
+        Not formed by the model itself (the paper never materialises it);
+        ``proj(merge_heads(A @ v) + value_conv(v))`` equals the forward.
+        """
+        self._check_tokens(x, hw_shape)
+        q, k, _ = self.split_heads(self.qkv(x))
+        return mhla_attention_map(q, k, self.mixing, hw_shape)
+
+    @torch.no_grad()
+    def clamp_mixing(self):
+        """Clamp W to [0, 1] in place (after every optimiser step)."""
+        self.mixing.clamp_(0, 1)

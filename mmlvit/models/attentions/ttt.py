@@ -1,0 +1,100 @@
+"""TTT: the token mixer of the ViT^3 block (test-time training)."""
+
+import torch
+import torch.nn as nn
+from mmpretrain.registry import MODELS
+
+from mmlvit.ops.ttt import ttt_dwconv, ttt_swiglu
+
+from .base import BaseAttention
+
+
+@MODELS.register_module()
+class TTTAttention(BaseAttention):
+    """ViT^3 test-time-training attention (Han et al. CVPR 2026).
+
+    Each image fits two inner models to its keys and values with one
+    closed-form, norm-clipped gradient step and applies them to its queries
+    (see :mod:`mmlvit.ops.ttt`): a SwiGLU model per head (``w1``, ``w2``,
+    each (1, h, d, d)) and a 3x3 depthwise conv (``w3``, (d, 1, 3, 3)) as one
+    extra head on the patch grid. ``qkv`` has 3C + 3d rows laid out
+    [q1 C | k1 C | v1 C | q2 d | k2 d | v2 d] (the first 3C copy from a
+    softmax ViT); ``proj`` maps the C + d concatenated outputs back to C.
+    Patch tokens only: the model must run with ``with_cls_token=False``. The
+    output is not linear in the values, so there is no attention map.
+
+    Args:
+        embed_dims (int): Token width C.
+        num_heads (int): Number of heads h (d = C / h).
+        qkv_bias (bool): Bias in ``qkv``. Defaults to True.
+        attn_drop (float): Must be 0: TTT forms no map to drop from.
+        proj_drop (float): Dropout after ``proj``. Defaults to 0.
+        init_cfg (dict, optional): mmengine init config.
+    """
+
+    def __init__(
+        self,
+        embed_dims,
+        num_heads,
+        qkv_bias=True,
+        attn_drop=0.0,
+        proj_drop=0.0,
+        init_cfg=None,
+    ):
+        if attn_drop:
+            raise ValueError(
+                'TTTAttention forms no attention map; attn_drop '
+                f'must be 0, got {attn_drop}.'
+            )
+        d = embed_dims // num_heads
+        super().__init__(
+            embed_dims,
+            num_heads,
+            qkv_bias=qkv_bias,
+            proj_drop=proj_drop,
+            extra_qkv_dims=3 * d,
+            proj_in_dims=embed_dims + d,
+            init_cfg=init_cfg,
+        )
+        self.w1 = nn.Parameter(torch.empty(1, num_heads, d, d))
+        self.w2 = nn.Parameter(torch.empty(1, num_heads, d, d))
+        self.w3 = nn.Parameter(torch.empty(d, 1, 3, 3))
+        # ViT^3's defaults: trunc_normal(0.02) weights, zero biases.
+        for param in (
+            self.qkv.weight,
+            self.proj.weight,
+            self.w1,
+            self.w2,
+            self.w3,
+        ):
+            nn.init.trunc_normal_(param, std=0.02)
+        for layer in (self.qkv, self.proj):
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+
+    def forward(self, x, hw_shape):
+        """(B, H*W, C) -> (B, H*W, C)."""
+        if self.num_extra_tokens(x.shape[1], hw_shape):
+            raise ValueError(
+                'TTTAttention mixes patch tokens only and got a class token; '
+                'build the backbone with with_cls_token=False.'
+            )
+        B, N, C = x.shape
+        d = self.head_dims
+        qkv = self.qkv(x)
+        q1, k1, v1 = self.split_heads(qkv)
+        q2, k2, v2 = qkv[..., 3 * C :].reshape(B, N, 3, d).permute(2, 0, 3, 1)
+        q2, k2, v2 = (t.reshape(B, d, *hw_shape) for t in (q2, k2, v2))
+        swiglu_out = self.merge_heads(ttt_swiglu(q1, k1, v1, self.w1, self.w2))
+        conv_out = ttt_dwconv(q2, k2, v2, self.w3).flatten(2).transpose(1, 2)
+        return self.output(torch.cat([swiglu_out, conv_out], dim=-1))
+
+    def flops(self, num_tokens, hw_shape):
+        N, C, d = num_tokens, self.embed_dims, self.head_dims
+        projections = 2 * N * C * (3 * C + 3 * d) + 2 * N * (C + d) * C
+        # SwiGLU head: k W1, k W2, G1, G2, q W1', q W2' (six N x d x d
+        # products per head).
+        swiglu = 6 * 2 * N * C * d
+        # Conv head: the 9-tap gradient and the 9-tap output conv.
+        dwconv = 2 * 2 * N * d * 9
+        return projections + swiglu + dwconv

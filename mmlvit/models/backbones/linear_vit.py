@@ -1,0 +1,400 @@
+"""LinearVisionTransformer: mmpretrain's ViT with a pluggable attention."""
+
+import copy
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmcv.cnn.bricks.drop import build_dropout
+from mmcv.cnn.bricks.transformer import FFN
+from mmengine.model import BaseModule, ModuleList
+from mmpretrain.models.backbones import VisionTransformer
+from mmpretrain.models.utils import (
+    LayerScale,
+    SwiGLUFFNFused,
+    build_norm_layer,
+    resize_pos_embed,
+)
+from mmpretrain.registry import MODELS
+
+from ..attentions import BaseAttention
+
+POS_EMBED_TYPES = ('learned', 'sincos')
+
+
+def sincos_position_embedding(
+    hw_shape, embed_dims, temperature=10000.0, device=None
+):
+    """Fixed 2-D sine-cosine position embedding (MAE style), raster order.
+
+    The patch at row ``r``, column ``c`` gets
+    ``[sin(r w), cos(r w), sin(c w), cos(c w)]`` with the C/4 frequencies
+    ``w_i = temperature ** (-i / (C / 4))``: half of the channels encode the
+    row, half the column.
+
+    Args:
+        hw_shape (tuple[int, int]): Patch grid (H, W).
+        embed_dims (int): C, a multiple of 4.
+        temperature (float): Longest wavelength / (2 pi). Defaults to 1e4.
+        device (torch.device, optional): Where to build it.
+
+    Returns:
+        Tensor: (1, H*W, C) float32.
+    """
+    if embed_dims % 4 != 0:
+        raise ValueError(
+            'A 2-D sin-cos position embedding needs embed_dims '
+            f'divisible by 4, got {embed_dims}.'
+        )
+    H, W = hw_shape
+    num_freqs = embed_dims // 4
+    exponent = torch.arange(num_freqs, device=device) / num_freqs
+    omega = temperature**-exponent
+    rows = torch.arange(H, device=device).repeat_interleave(W)
+    cols = torch.arange(W, device=device).repeat(H)
+    row_angle = rows[:, None] * omega
+    col_angle = cols[:, None] * omega
+    return torch.cat(
+        [row_angle.sin(), row_angle.cos(), col_angle.sin(), col_angle.cos()],
+        dim=1,
+    )[None]
+
+
+def _attention_class(attn_type):
+    """The BaseAttention subclass an ``attn_cfg['type']`` names."""
+    cls = MODELS.get(attn_type) if isinstance(attn_type, str) else attn_type
+    if not (isinstance(cls, type) and issubclass(cls, BaseAttention)):
+        known = sorted(
+            name
+            for name, module in MODELS.module_dict.items()
+            if isinstance(module, type) and issubclass(module, BaseAttention)
+        )
+        raise ValueError(
+            f'attn_cfg type {attn_type!r} is not a registered attention '
+            f'operator; known operators: {", ".join(known)}.'
+        )
+    return cls
+
+
+class LinearTransformerEncoderLayer(BaseModule):
+    """A ViT encoder layer whose token mixer is any attention operator.
+
+    Same computation and state-dict names as mmpretrain's
+    ``TransformerEncoderLayer`` (``ln1``, ``attn.qkv``, ``attn.proj``,
+    ``attn.gamma1``, ``ln2``, ``ffn``), with two differences:
+
+    - ``attn`` is built from ``attn_cfg`` and also receives the patch grid;
+    - drop path and layer scale are applied here, so ``attn``'s output is the
+      bare operator output (what distillation hooks on ``attn`` record). The
+      layer scale is stored as ``attn.gamma1``, where mmpretrain keeps it.
+
+    Args:
+        embed_dims (int): Token width C.
+        num_heads (int): Attention heads.
+        feedforward_channels (int): FFN hidden width.
+        attn_cfg (dict): Attention operator config, ``type`` plus its own
+            arguments; width, heads, ``qkv_bias``, ``attn_drop`` and
+            ``proj_drop`` are filled in here (the last three may be
+            overridden).
+        layer_scale_init_value (float): Layer-scale init; 0 disables it.
+        drop_rate (float): Dropout after the attention and FFN projections.
+        attn_drop_rate (float): Attention-map dropout (operators with a map).
+        drop_path_rate (float): Stochastic depth rate.
+        num_fcs (int): Linear layers in the FFN. Defaults to 2.
+        qkv_bias (bool): Bias in ``attn.qkv``. Defaults to True.
+        ffn_type (str): ``'origin'`` (MLP) or ``'swiglu_fused'``.
+        act_cfg (dict, optional): FFN activation. Defaults to GELU.
+        norm_cfg (dict, optional): Norm layers. Defaults to LN.
+        init_cfg (dict, optional): mmengine init config.
+    """
+
+    def __init__(
+        self,
+        embed_dims,
+        num_heads,
+        feedforward_channels,
+        attn_cfg,
+        layer_scale_init_value=0.0,
+        drop_rate=0.0,
+        attn_drop_rate=0.0,
+        drop_path_rate=0.0,
+        num_fcs=2,
+        qkv_bias=True,
+        ffn_type='origin',
+        act_cfg=None,
+        norm_cfg=None,
+        init_cfg=None,
+    ):
+        super().__init__(init_cfg=init_cfg)
+        act_cfg = act_cfg or dict(type='GELU')
+        norm_cfg = norm_cfg or dict(type='LN')
+        self.embed_dims = embed_dims
+        self.ln1 = build_norm_layer(norm_cfg, embed_dims)
+        self.attn = MODELS.build(
+            dict(
+                embed_dims=embed_dims,
+                num_heads=num_heads,
+                qkv_bias=qkv_bias,
+                attn_drop=attn_drop_rate,
+                proj_drop=drop_rate,
+            )
+            | dict(attn_cfg)
+        )
+        if layer_scale_init_value > 0:
+            self.attn.gamma1 = LayerScale(embed_dims, layer_scale_init_value)
+        else:
+            self.attn.gamma1 = nn.Identity()
+        self.drop_path = build_dropout(
+            dict(type='DropPath', drop_prob=drop_path_rate)
+        )
+        self.ln2 = build_norm_layer(norm_cfg, embed_dims)
+
+        ffn_drop_path = dict(type='DropPath', drop_prob=drop_path_rate)
+        if ffn_type == 'origin':
+            self.ffn = FFN(
+                embed_dims=embed_dims,
+                feedforward_channels=feedforward_channels,
+                num_fcs=num_fcs,
+                ffn_drop=drop_rate,
+                dropout_layer=ffn_drop_path,
+                act_cfg=act_cfg,
+                layer_scale_init_value=layer_scale_init_value,
+            )
+        elif ffn_type == 'swiglu_fused':
+            self.ffn = SwiGLUFFNFused(
+                embed_dims=embed_dims,
+                feedforward_channels=feedforward_channels,
+                layer_scale_init_value=layer_scale_init_value,
+            )
+        else:
+            raise ValueError(
+                f"Unknown ffn_type {ffn_type!r}; use 'origin' "
+                "or 'swiglu_fused'."
+            )
+
+    @property
+    def norm1(self):
+        return self.ln1
+
+    @property
+    def norm2(self):
+        return self.ln2
+
+    def init_weights(self):
+        """Default inits, then mmpretrain's FFN init (Xavier weights)."""
+        super().init_weights()
+        for m in self.ffn.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                nn.init.normal_(m.bias, std=1e-6)
+
+    def forward(self, x, hw_shape):
+        """(B, N, C) tokens on an (H, W) patch grid -> (B, N, C)."""
+        x = x + self.drop_path(
+            self.attn.gamma1(self.attn(self.ln1(x), hw_shape))
+        )
+        return self.ffn(self.ln2(x), identity=x)
+
+
+@MODELS.register_module()
+class LinearVisionTransformer(VisionTransformer):
+    """Vision Transformer with a pluggable (e.g. linear) attention operator.
+
+    A drop-in replacement for mmpretrain's ``VisionTransformer``: the same
+    arguments (arch zoo or custom dict, ``out_type``, ``final_norm``,
+    ``frozen_stages``, ``layer_cfgs``, ``pre_norm``, ...), the same
+    state-dict names, outputs and layer-wise depths, plus the attention
+    operator. With ``attn_cfg=dict(type='SoftmaxAttention')`` it computes the
+    same function as ``VisionTransformer`` and loads its checkpoints
+    strictly. Every attention module gets the patch grid (H, W) of the
+    current input, at any resolution.
+
+    Args:
+        attn_cfg (dict | list[dict]): Attention operator config (``type``
+            and the operator's own arguments; width and heads come from
+            ``arch``), one for every layer or a list with one per layer (e.g.
+            linear blocks with softmax in the last ones). Keyword only.
+        pos_embed_type (str): ``'learned'`` (a Parameter, resized to other
+            grids like mmpretrain does) or ``'sincos'`` (fixed 2-D sin-cos
+            computed for the current grid; the class token, if any, gets no
+            position). Keyword only. Defaults to ``'learned'``.
+
+    The other arguments are ``VisionTransformer``'s (``norm_cfg`` defaults to
+    LN with eps 1e-6, ``patch_cfg`` and ``layer_cfgs`` to empty dicts). The
+    students without a class token (MHLA, TTT) use ``with_cls_token=False,
+    out_type='avg_featmap', pos_embed_type='sincos'``.
+    """
+
+    def __init__(
+        self,
+        arch='base',
+        img_size=224,
+        patch_size=16,
+        in_channels=3,
+        out_indices=-1,
+        drop_rate=0.0,
+        drop_path_rate=0.0,
+        qkv_bias=True,
+        norm_cfg=None,
+        final_norm=True,
+        out_type='cls_token',
+        with_cls_token=True,
+        frozen_stages=-1,
+        interpolate_mode='bicubic',
+        layer_scale_init_value=0.0,
+        patch_cfg=None,
+        layer_cfgs=None,
+        pre_norm=False,
+        init_cfg=None,
+        *,
+        attn_cfg,
+        pos_embed_type='learned',
+    ):
+        if pos_embed_type not in POS_EMBED_TYPES:
+            raise ValueError(
+                f'Unknown pos_embed_type {pos_embed_type!r}; '
+                f'choose from {POS_EMBED_TYPES}.'
+            )
+        norm_cfg = norm_cfg or dict(type='LN', eps=1e-6)
+        layer_cfgs = layer_cfgs or dict()
+        # mmpretrain builds softmax layers here; they are replaced below.
+        super().__init__(
+            arch=arch,
+            img_size=img_size,
+            patch_size=patch_size,
+            in_channels=in_channels,
+            out_indices=out_indices,
+            drop_rate=drop_rate,
+            qkv_bias=qkv_bias,
+            norm_cfg=norm_cfg,
+            final_norm=final_norm,
+            patch_cfg=patch_cfg or dict(),
+            out_type=out_type,
+            with_cls_token=with_cls_token,
+            frozen_stages=frozen_stages,
+            interpolate_mode=interpolate_mode,
+            pre_norm=pre_norm,
+            init_cfg=init_cfg,
+        )
+        embed_dims = self.embed_dims
+        num_heads = self.arch_settings['num_heads']
+        if embed_dims % num_heads != 0:
+            raise ValueError(
+                f'num_heads={num_heads} must divide '
+                f'embed_dims={embed_dims} (arch {arch}).'
+            )
+        attn_cfgs = self._per_layer_attn_cfgs(attn_cfg)
+
+        self.pos_embed_type = pos_embed_type
+        if pos_embed_type == 'sincos':
+            if embed_dims % 4 != 0:
+                raise ValueError(
+                    'pos_embed_type="sincos" needs embed_dims '
+                    f'divisible by 4, got {embed_dims}.'
+                )
+            self.pos_embed = None
+
+        if isinstance(layer_cfgs, dict):
+            layer_cfgs = [layer_cfgs] * self.num_layers
+        drop_path_rates = np.linspace(0, drop_path_rate, self.num_layers)
+        self.layers = ModuleList()
+        for i in range(self.num_layers):
+            layer_cfg = dict(
+                embed_dims=embed_dims,
+                num_heads=num_heads,
+                feedforward_channels=self.arch_settings[
+                    'feedforward_channels'
+                ],
+                attn_cfg=attn_cfgs[i],
+                layer_scale_init_value=layer_scale_init_value,
+                drop_rate=drop_rate,
+                drop_path_rate=drop_path_rates[i],
+                qkv_bias=qkv_bias,
+                norm_cfg=norm_cfg,
+            )
+            layer_cfg.update(layer_cfgs[i])
+            self.layers.append(LinearTransformerEncoderLayer(**layer_cfg))
+
+        if self.frozen_stages > 0:
+            self._freeze_stages()
+
+    def _per_layer_attn_cfgs(self, attn_cfg):
+        """Validate ``attn_cfg`` and return one config per layer."""
+        if isinstance(attn_cfg, dict):
+            attn_cfgs = [attn_cfg] * self.num_layers
+        elif isinstance(attn_cfg, (list, tuple)):
+            if len(attn_cfg) != self.num_layers:
+                raise ValueError(
+                    f'attn_cfg is a list of {len(attn_cfg)} configs but the '
+                    f'model has {self.num_layers} layers: give one dict for '
+                    'all layers or exactly one per layer.'
+                )
+            attn_cfgs = list(attn_cfg)
+        else:
+            raise TypeError(
+                'attn_cfg must be a dict or a list of dicts, got '
+                f'{type(attn_cfg).__name__}.'
+            )
+        for i, cfg in enumerate(attn_cfgs):
+            if not isinstance(cfg, dict) or 'type' not in cfg:
+                raise ValueError(
+                    f'attn_cfg for layer {i} must be a dict with '
+                    f'a "type", got {cfg!r}.'
+                )
+            for key in ('embed_dims', 'num_heads'):
+                if key in cfg:
+                    raise ValueError(
+                        f'attn_cfg for layer {i} sets {key!r}; it comes from '
+                        'arch, remove it.'
+                    )
+            _attention_class(cfg['type'])
+        return [copy.deepcopy(cfg) for cfg in attn_cfgs]
+
+    def _prepare_pos_embed(self, state_dict, prefix, *args, **kwargs):
+        # A fixed sin-cos embedding has nothing to load: a checkpoint's
+        # learned table stays an unexpected key.
+        if self.pos_embed is not None:
+            super()._prepare_pos_embed(state_dict, prefix, *args, **kwargs)
+
+    def position_embedding(self, hw_shape, device=None):
+        """Position embedding of every token for a patch grid.
+
+        Args:
+            hw_shape (tuple[int, int]): Patch grid (H, W) of the input.
+            device (torch.device, optional): For the sin-cos embedding.
+
+        Returns:
+            Tensor: (1, num_extra_tokens + H*W, C).
+        """
+        if self.pos_embed is not None:
+            return resize_pos_embed(
+                self.pos_embed,
+                self.patch_resolution,
+                hw_shape,
+                mode=self.interpolate_mode,
+                num_extra_tokens=self.num_extra_tokens,
+            )
+        pos = sincos_position_embedding(
+            hw_shape, self.embed_dims, device=device
+        )
+        return F.pad(pos, (0, 0, self.num_extra_tokens, 0))
+
+    def forward(self, x):
+        """(B, in_channels, H_img, W_img) -> tuple of ``out_type`` features,
+        one per ``out_indices`` entry."""
+        B = x.shape[0]
+        x, hw_shape = self.patch_embed(x)
+        if self.cls_token is not None:
+            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
+        x = x + self.position_embedding(hw_shape, x.device).to(x.dtype)
+        x = self.pre_norm(self.drop_after_pos(x))
+
+        outs = []
+        for i, layer in enumerate(self.layers):
+            x = layer(x, hw_shape)
+            if i == len(self.layers) - 1 and self.final_norm:
+                x = self.ln1(x)
+            if i in self.out_indices:
+                outs.append(self._format_output(x, hw_shape))
+        return tuple(outs)

@@ -1,0 +1,72 @@
+"""InLine attention (Han et al., NeurIPS 2024), attention-only form.
+
+Identity kernel with subtraction normalisation. For one head with queries,
+keys, values q, k, v (N x d), scale s and the key/value means k_bar, v_bar::
+
+    A_ij = (s/N) q_i . k_j + (1/N) (1 - s q_i . k_bar)     (rows sum to 1)
+    o_i  = (s/N) q_i (k^T v) + (1 - s q_i . k_bar) v_bar  (= (A v)_i)
+
+The map is signed and needs no eps. The linear form costs O(N d^2).
+"""
+
+import torch
+
+from .kernel_attention import accumulation_dtype
+
+
+def inline_attention(q, k, v, scale=None):
+    """Linear-time InLine attention, every token (class token included)
+    counted in N.
+
+    Computed with autocast off and the key-value summary and means
+    accumulated in at least fp32; the result is cast back to the dtype of
+    ``v``.
+
+    Args:
+        q (Tensor): Queries (B, h, N, d).
+        k (Tensor): Keys (B, h, N, d).
+        v (Tensor): Values (B, h, N, d_v).
+        scale (float, optional): s; defaults to d^-1/2.
+
+    Returns:
+        Tensor: (B, h, N, d_v).
+    """
+    N, d = q.shape[-2:]
+    s = d**-0.5 if scale is None else scale
+    dtype = v.dtype
+    acc = accumulation_dtype(dtype)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        q, k, v = q.to(acc), k.to(acc), v.to(acc)
+        kv = k.transpose(-2, -1) @ v  # (B, h, d, d_v)
+        k_mean = k.mean(dim=-2, keepdim=True)  # (B, h, 1, d)
+        v_mean = v.mean(dim=-2, keepdim=True)  # (B, h, 1, d_v)
+        offset = 1 - s * (q * k_mean).sum(dim=-1, keepdim=True)  # (B,h,N,1)
+        out = (s / N) * (q @ kv) + offset * v_mean
+    return out.to(dtype)
+
+
+def inline_attention_map(q, k, scale=None):
+    """The signed (B, h, N, N) map that :func:`inline_attention` applies to
+    the values: ``A_ij = (s/N) q_i . k_j + (1/N) (1 - s q_i . k_bar)``.
+
+    O(N^2) memory, for analysis and map matching only. Computed in at least
+    fp32 with autocast off and cast back to the dtype of ``q``.
+
+    Args:
+        q (Tensor): Queries (B, h, N, d).
+        k (Tensor): Keys (B, h, N, d).
+        scale (float, optional): s; defaults to d^-1/2.
+
+    Returns:
+        Tensor: (B, h, N, N), each row summing to 1.
+    """
+    N, d = q.shape[-2:]
+    s = d**-0.5 if scale is None else scale
+    dtype = q.dtype
+    acc = accumulation_dtype(dtype)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        q, k = q.to(acc), k.to(acc)
+        k_mean = k.mean(dim=-2, keepdim=True)
+        offset = 1 - s * (q * k_mean).sum(dim=-1, keepdim=True)
+        attn = (s / N) * (q @ k.transpose(-2, -1)) + offset / N
+    return attn.to(dtype)

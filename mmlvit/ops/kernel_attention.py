@@ -1,0 +1,108 @@
+"""Non-causal phi-kernel linear attention (Katharopoulos et al., 2020).
+
+For one head with queries, keys, values q, k, v (N x d) and a positive
+feature map phi::
+
+    S = phi(k)^T v                      (d x d, the key-value summary)
+    z = phi(k)^T 1                      (d, the normaliser)
+    o_i = phi(q_i) S / (phi(q_i) . z + eps)
+
+which equals ``A v`` for the row-normalised map
+``A = diag(phi(q) phi(k)^T 1 + eps)^-1 phi(q) phi(k)^T`` in O(N d^2) time
+and O(N d + d^2) memory. No scale is applied to q or k (the reference
+implementation applies phi to the raw projections).
+"""
+
+import torch
+import torch.nn.functional as F
+
+
+def _elu_plus_one(x):
+    return F.elu(x) + 1
+
+
+FEATURE_MAPS = {
+    'elu': _elu_plus_one,
+    'relu': F.relu,
+    'identity': lambda x: x,
+}
+
+
+def feature_map(x, kernel):
+    """Apply the kernel feature map phi elementwise.
+
+    Args:
+        x (Tensor): Any shape.
+        kernel (str): ``'elu'`` (elu(x) + 1 > 0), ``'relu'`` (max(x, 0)) or
+            ``'identity'``.
+
+    Returns:
+        Tensor: phi(x), same shape and dtype as ``x``.
+    """
+    if kernel not in FEATURE_MAPS:
+        raise ValueError(
+            f'Unknown kernel {kernel!r}; expected one of '
+            f'{sorted(FEATURE_MAPS)}.'
+        )
+    return FEATURE_MAPS[kernel](x)
+
+
+def accumulation_dtype(dtype):
+    """fp32 for half/bfloat16 inputs, the input dtype otherwise (fp32 or
+    fp64): the dtype summaries and normalisers are accumulated in."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def kernel_linear_attention(q, k, v, kernel='elu', eps=1e-6):
+    """Linear-time non-causal kernel attention.
+
+    Computed with autocast off and the key-value summary, normaliser and
+    output accumulated in at least fp32; the result is cast back to the
+    dtype of ``v``.
+
+    Args:
+        q (Tensor): Queries (B, h, N, d).
+        k (Tensor): Keys (B, h, N, d).
+        v (Tensor): Values (B, h, N, d_v).
+        kernel (str): Feature map, see :func:`feature_map`.
+        eps (float): Added to the denominator. Rows whose denominator is
+            0 (possible with ReLU) give a zero output.
+
+    Returns:
+        Tensor: (B, h, N, d_v).
+    """
+    acc = accumulation_dtype(v.dtype)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        phi_q = feature_map(q.to(acc), kernel)
+        phi_k = feature_map(k.to(acc), kernel)
+        kv = phi_k.transpose(-2, -1) @ v.to(acc)  # (B, h, d, d_v)
+        z = phi_k.sum(dim=-2)  # (B, h, d)
+        denominator = (phi_q @ z.unsqueeze(-1)) + eps  # (B, h, N, 1)
+        out = (phi_q @ kv) / denominator
+    return out.to(v.dtype)
+
+
+def kernel_attention_map(q, k, kernel='elu', eps=1e-6):
+    """The (B, h, N, N) map that :func:`kernel_linear_attention` applies to
+    the values: ``diag(phi(q) phi(k)^T 1 + eps)^-1 phi(q) phi(k)^T``.
+
+    O(N^2) memory, for analysis and map matching only. Computed in at least
+    fp32 with autocast off and cast back to the dtype of ``q``.
+
+    Args:
+        q (Tensor): Queries (B, h, N, d).
+        k (Tensor): Keys (B, h, N, d).
+        kernel (str): Feature map, see :func:`feature_map`.
+        eps (float): Added to the row sums.
+
+    Returns:
+        Tensor: (B, h, N, N); for positive kernels each row is a
+        distribution (up to eps), ReLU rows may be all zero.
+    """
+    acc = accumulation_dtype(q.dtype)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        scores = feature_map(q.to(acc), kernel) @ feature_map(
+            k.to(acc), kernel
+        ).transpose(-2, -1)
+        attn = scores / (scores.sum(dim=-1, keepdim=True) + eps)
+    return attn.to(q.dtype)

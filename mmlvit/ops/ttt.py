@@ -1,0 +1,121 @@
+"""Test-time-training inner models of the ViT^3 block (Han et al. 2026).
+
+Each image fits two inner models to its own key-value pairs with one
+closed-form gradient step from the learned weights, then applies them to its
+queries:
+
+- SwiGLU head, per head: f(k) = (k W1) * silu(k W2), inner loss
+  L = -(eta / N) sum_t <f(k_t), v_t>.
+- Depthwise 3x3 conv head on the patch grid: f(k) = dwconv3x3(k; W3) (zero
+  padding 1, no bias), L = -(eta / (H*W)) sum <f(k), v>.
+
+The step is W' = W - G / (||G|| + 1), the norm over the input axis of W1, W2
+and over the 3x3 taps of each channel of W3; learning rate 1.
+"""
+
+import torch
+import torch.nn.functional as F
+
+TTT_INNER_SCALE = 9**-0.5
+
+
+def swiglu_inner_grads(k, v, w1, w2, scale=TTT_INNER_SCALE):
+    """Gradients of the SwiGLU inner loss w.r.t. W1 and W2, in closed form.
+
+    With Z1 = k W1, Z2 = k W2, s = sigmoid(Z2) and E = -scale * v / N:
+    G1 = k^T (E * Z2 s), G2 = k^T (E * Z1 * s (1 + Z2 (1 - s))).
+
+    Args:
+        k, v (Tensor): (B, h, N, d).
+        w1, w2 (Tensor): (1 or B, h, d, d), input axis first.
+        scale (float): eta. Defaults to 9^-1/2.
+
+    Returns:
+        tuple[Tensor]: G1, G2, each (B, h, d, d).
+    """
+    z1 = k @ w1
+    z2 = k @ w2
+    gate = torch.sigmoid(z2)
+    error = v * (-scale / k.shape[-2])
+    g1 = k.transpose(-2, -1) @ (error * z2 * gate)
+    g2 = k.transpose(-2, -1) @ (error * z1 * gate * (1 + z2 * (1 - gate)))
+    return g1, g2
+
+
+def dwconv_inner_grad(k, v, scale=TTT_INNER_SCALE):
+    """Gradient of the depthwise-conv inner loss w.r.t. the 3x3 kernel.
+
+    G[c, a, b] = sum_{y, x} k_pad[c, y + a, x + b] E[c, y, x] with
+    E = -scale * v / (H*W). The loss is linear in W3, so G does not depend
+    on it.
+
+    Args:
+        k, v (Tensor): (B, d, H, W).
+        scale (float): eta. Defaults to 9^-1/2.
+
+    Returns:
+        Tensor: (B, d, 3, 3).
+    """
+    B, d, H, W = k.shape
+    error = v.reshape(B * d, H * W, 1) * (-scale / (H * W))
+    taps = F.unfold(k.reshape(B * d, 1, H, W), 3, padding=1)  # (Bd, 9, HW)
+    return (taps @ error).reshape(B, d, 3, 3)
+
+
+def _normalised(grad, dim):
+    return grad / (grad.norm(dim=dim, keepdim=True) + 1)
+
+
+def ttt_swiglu(q, k, v, w1, w2, scale=TTT_INNER_SCALE):
+    """SwiGLU inner model: one step on (k, v), then applied to q.
+
+    Runs in float32 (float64 for float64 inputs) with autocast off; the
+    result is cast back to ``q.dtype``.
+
+    Args:
+        q, k, v (Tensor): (B, h, N, d).
+        w1, w2 (Tensor): (1, h, d, d) learned initial inner weights.
+        scale (float): eta. Defaults to 9^-1/2.
+
+    Returns:
+        Tensor: (B, h, N, d) = (q W1') * silu(q W2').
+    """
+    in_dtype = q.dtype
+    dtype = torch.promote_types(in_dtype, torch.float32)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        q, k, v, w1, w2 = (t.to(dtype) for t in (q, k, v, w1, w2))
+        g1, g2 = swiglu_inner_grads(k, v, w1, w2, scale)
+        w1 = w1 - _normalised(g1, dim=-2)
+        w2 = w2 - _normalised(g2, dim=-2)
+        out = (q @ w1) * F.silu(q @ w2)
+    return out.to(in_dtype)
+
+
+def ttt_dwconv(q, k, v, w3, scale=TTT_INNER_SCALE):
+    """Depthwise 3x3 conv inner model: one step on (k, v), applied to q.
+
+    Runs in float32 (float64 for float64 inputs) with autocast off; the
+    result is cast back to ``q.dtype``.
+
+    Args:
+        q, k, v (Tensor): (B, d, H, W) on the patch grid.
+        w3 (Tensor): (d, 1, 3, 3) learned initial kernel.
+        scale (float): eta. Defaults to 9^-1/2.
+
+    Returns:
+        Tensor: (B, d, H, W) = dwconv3x3(q; W3'), W3' per sample.
+    """
+    B, d, H, W = q.shape
+    in_dtype = q.dtype
+    dtype = torch.promote_types(in_dtype, torch.float32)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        q, k, v, w3 = (t.to(dtype) for t in (q, k, v, w3))
+        grad = dwconv_inner_grad(k, v, scale)
+        w3 = w3.reshape(1, d, 3, 3) - _normalised(grad, dim=(-2, -1))
+        out = F.conv2d(
+            q.reshape(1, B * d, H, W),
+            w3.reshape(B * d, 1, 3, 3),
+            padding=1,
+            groups=B * d,
+        )
+    return out.reshape(B, d, H, W).to(in_dtype)

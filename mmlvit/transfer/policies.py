@@ -1,0 +1,497 @@
+"""Copy policies: which softmax weights a linear student starts from.
+
+A policy is a set of components (groups of parameters named as in
+mmpretrain's ``ImageClassifier(VisionTransformer)``) copied by name and
+shape, optionally preceded by an analytical init of the attention
+(Mimetic, Impulse). The settings are the paper's:
+
+============  ===============================================================
+Random        nothing copied
+Mimetic       nothing copied; analytical q/k and v/proj (``analytical.py``)
+Impulse       nothing copied; analytical convolution-like q/k
+Copy          attn_qkv, attn_proj
+MLPCopy       mlp
+FullCopy      patch_embed, pos_embed, cls_token, norms, attn_qkv, attn_proj,
+              mlp, final_norm
+Variant1      FullCopy minus cls_token
+Variant2      FullCopy minus cls_token, pos_embed
+Variant3      FullCopy minus cls_token, pos_embed, patch_embed
+============  ===============================================================
+
+Copy rules (operator-agnostic, from the attention contract in
+``mmlvit/models/attentions/base.py``):
+
+- Same name and shape: copied.
+- ``attn.qkv`` with extra rows (e.g. TTT's 3C + 3d): the standard 3C rows
+  are copied, the extra rows keep their default init.
+- ``attn.proj`` whose input is wider than the softmax one (TTT's C + d):
+  an operator-specific projection, not copied (weight and bias).
+- ``pos_embed``: the class-token row is dropped for a student without a
+  class token, and the patch grid is resized (bicubic) when it differs.
+- A student without a ``cls_token`` or without a learned ``pos_embed``
+  (fixed sin-cos) skips those keys. Student parameters the checkpoint lacks
+  (gates, convs, inner weights, deeper layers) keep their default init.
+- Any other shape mismatch in a requested component is an error, raised
+  before anything is written; so is a requested component the checkpoint
+  has no keys for.
+"""
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+from mmpretrain.models.utils import resize_pos_embed
+
+from .analytical import impulse_init_, mimetic_init_
+from .errors import TransferError
+
+COMPONENTS = (
+    'patch_embed',
+    'pos_embed',
+    'cls_token',
+    'norms',
+    'attn_qkv',
+    'attn_proj',
+    'mlp',
+    'final_norm',
+    'head',
+)
+_FULL = (
+    'patch_embed',
+    'pos_embed',
+    'cls_token',
+    'norms',
+    'attn_qkv',
+    'attn_proj',
+    'mlp',
+    'final_norm',
+)
+SETTINGS = {
+    'Random': (),
+    'Mimetic': (),
+    'Impulse': (),
+    'Copy': ('attn_qkv', 'attn_proj'),
+    'MLPCopy': ('mlp',),
+    'FullCopy': _FULL,
+    'Variant1': tuple(c for c in _FULL if c != 'cls_token'),
+    'Variant2': tuple(c for c in _FULL if c not in ('cls_token', 'pos_embed')),
+    'Variant3': tuple(
+        c for c in _FULL if c not in ('cls_token', 'pos_embed', 'patch_embed')
+    ),
+}
+# Analytical settings and the components their init writes.
+_ANALYTICAL = {
+    'Mimetic': (mimetic_init_, ('attn_qkv', 'attn_proj')),
+    'Impulse': (impulse_init_, ('attn_qkv', 'attn_proj', 'pos_embed')),
+}
+_COMPONENT_OF = [
+    (re.compile(pattern), component)
+    for pattern, component in (
+        (r'backbone\.patch_embed\.', 'patch_embed'),
+        (r'backbone\.pos_embed$', 'pos_embed'),
+        (r'backbone\.cls_token$', 'cls_token'),
+        (r'backbone\.(layers\.\d+\.ln[12]|pre_norm)\.', 'norms'),
+        (r'backbone\.layers\.\d+\.attn\.qkv\.', 'attn_qkv'),
+        (r'backbone\.layers\.\d+\.attn\.proj\.', 'attn_proj'),
+        (r'backbone\.layers\.\d+\.ffn\.', 'mlp'),
+        (r'backbone\.ln[12]\.', 'final_norm'),
+        (r'head\.', 'head'),
+    )
+]
+OTHER = 'other'  # parameters with no softmax counterpart (gates, convs, ...)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A resolved initialisation policy.
+
+    Attributes:
+        setting (str): The setting's name (``'custom'`` for a bare list).
+        components (tuple[str]): Components copied from the checkpoint.
+    """
+
+    setting: str
+    components: tuple
+
+    @property
+    def analytical(self):
+        """The in-place analytical init (Mimetic/Impulse) or None."""
+        return _ANALYTICAL.get(self.setting, (None,))[0]
+
+
+def resolve_policy(setting='MLPCopy', components=None):
+    """Check a setting and an optional component list.
+
+    Args:
+        setting (str): A name in ``SETTINGS``.
+        components (Sequence[str], optional): Components to copy instead of
+            the setting's own list; an analytical setting (Mimetic, Impulse)
+            still runs first and may not be combined with the components it
+            writes.
+
+    Returns:
+        Policy
+    """
+    if setting not in SETTINGS:
+        raise TransferError(
+            f'Unknown init setting {setting!r}; choose from {list(SETTINGS)}.'
+        )
+    if components is None:
+        return Policy(setting, SETTINGS[setting])
+    if isinstance(components, str):
+        raise TransferError(
+            'components must be a list of names, got the '
+            f'string {components!r}.'
+        )
+    unknown = [c for c in components if c not in COMPONENTS]
+    if unknown:
+        raise TransferError(
+            f'Unknown components {unknown}; choose from {list(COMPONENTS)}.'
+        )
+    written = set(_ANALYTICAL.get(setting, (None, ()))[1])
+    if written & set(components):
+        raise TransferError(
+            f'{setting} initialises {sorted(written)} analytically; do not '
+            f'also copy {sorted(written & set(components))}.'
+        )
+    return Policy(setting, tuple(dict.fromkeys(components)))
+
+
+def component_of(key):
+    """The component of a classifier-space key (``OTHER`` if none)."""
+    for pattern, component in _COMPONENT_OF:
+        if pattern.match(key):
+            return component
+    return OTHER
+
+
+@dataclass
+class Record:
+    """What happened to one tensor (or part of one).
+
+    ``action`` is ``'copied'``, ``'analytical'``, ``'default'`` (a student
+    tensor left at its fresh init) or ``'skipped'`` (a checkpoint tensor of
+    a requested component that was not copied); ``numel`` counts the
+    parameters concerned.
+    """
+
+    key: str
+    component: str
+    action: str
+    numel: int
+    reason: str = ''
+
+
+class CopyReport:
+    """The outcome of :func:`apply_init`, tensor by tensor.
+
+    Args:
+        policy (Policy): The policy applied.
+        records (list[Record]): One per student tensor (two for a partly
+            copied ``qkv``) plus one per skipped checkpoint tensor.
+        unused (list[str]): Checkpoint keys nothing used.
+    """
+
+    ACTIONS = ('copied', 'analytical', 'default', 'skipped')
+
+    def __init__(self, policy, records, unused):
+        self.policy = policy
+        self.records = records
+        self.unused = unused
+
+    def keys(self, action):
+        """Keys of the records with this action."""
+        return [r.key for r in self.records if r.action == action]
+
+    def table(self):
+        """A text table: per component, tensors/parameters per action; then
+        every tensor with a note (partly copied, resized, skipped, kept at
+        default for a reason) and the unused checkpoint keys."""
+        names = [
+            c
+            for c in COMPONENTS + (OTHER,)
+            if any(r.component == c for r in self.records)
+        ]
+        header = ['component'] + list(self.ACTIONS)
+        rows = [header]
+        for name in names:
+            row = [name]
+            for action in self.ACTIONS:
+                hits = [
+                    r
+                    for r in self.records
+                    if r.component == name and r.action == action
+                ]
+                numel = sum(r.numel for r in hits)
+                row.append(f'{len(hits)} / {numel:,}' if hits else '-')
+            rows.append(row)
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        lines = [
+            f'Softmax-to-linear init: setting={self.policy.setting}, '
+            f'copied components={list(self.policy.components)} '
+            '(cells: tensors / parameters)'
+        ]
+        lines += [
+            '  '.join(cell.ljust(w) for cell, w in zip(row, widths))
+            for row in rows
+        ]
+        for r in self.records:
+            if r.reason:
+                lines.append(f'{r.action}: {r.key}: {r.reason}')
+        wanted = set(self.policy.components)
+        orphans = [k for k in self.unused if component_of(k) in wanted]
+        if orphans:
+            lines.append(
+                f'unused, no counterpart in the student: '
+                f'{_short_list(orphans)}'
+            )
+        others = Counter(
+            component_of(k)
+            for k in self.unused
+            if component_of(k) not in wanted
+        )
+        if others:
+            lines.append(
+                'unused, component not requested: '
+                + ', '.join(
+                    f'{name} ({n} tensors)' for name, n in others.items()
+                )
+            )
+        return '\n'.join(lines)
+
+
+def apply_init(model, state_dict, setting='MLPCopy', components=None):
+    """Initialise a student from a softmax checkpoint, in place.
+
+    Args:
+        model (nn.Module): The student backbone (a ``VisionTransformer`` or
+            ``LinearVisionTransformer``), or its classifier (anything with a
+            ``backbone`` attribute; needed for the ``head`` component).
+        state_dict (Mapping[str, Tensor]): Weights in mmpretrain classifier
+            key space (:func:`load_softmax_checkpoint`).
+        setting (str): A name in ``SETTINGS``. Defaults to 'MLPCopy'.
+        components (Sequence[str], optional): See :func:`resolve_policy`.
+
+    Returns:
+        CopyReport
+
+    Raises:
+        TransferError: Shapes of a requested component do not match, the
+            checkpoint lacks a requested component, or the analytical init
+            does not apply to this operator. Nothing is written then.
+    """
+    policy = resolve_policy(setting, components)
+    backbone = getattr(model, 'backbone', model)
+    if 'head' in policy.components and backbone is model:
+        raise TransferError(
+            'The head component needs the classifier: pass '
+            'the model, not its backbone.'
+        )
+    prefix = 'backbone.' if backbone is model else ''
+    params = {prefix + n: p for n, p in model.named_parameters()}
+    writes, records = _plan(params, backbone, state_dict, policy)
+    if policy.analytical is not None:
+        written = policy.analytical(backbone)
+        records = _mark_analytical(records, written, params)
+    with torch.no_grad():
+        for write in writes:
+            write()
+    used = {r.key for r in records if r.action in ('copied', 'skipped')}
+    unused = [k for k in state_dict if k not in used]
+    return CopyReport(policy, records, unused)
+
+
+def _plan(params, backbone, state_dict, policy):
+    """Decide every tensor's fate without writing; return the writes (to
+    run) and the records."""
+    writes, records, mismatched = [], [], []
+    wanted = set(policy.components)
+    for key, param in params.items():
+        component = component_of(key)
+        numel = param.numel()
+        if component not in wanted or key not in state_dict:
+            reason = '' if component not in wanted else 'not in checkpoint'
+            records.append(Record(key, component, 'default', numel, reason))
+            continue
+        src = state_dict[key]
+        if component == 'attn_proj' and _wider_proj(key, params, state_dict):
+            # Weight and bias stay together: the bias fits by shape but
+            # belongs to an operator-specific projection.
+            reason = (
+                'operator-specific proj: its input is wider than the '
+                'softmax proj'
+            )
+            records.append(Record(key, component, 'default', numel, reason))
+            records.append(
+                Record(key, component, 'skipped', src.numel(), reason)
+            )
+        elif src.shape == param.shape:
+            writes.append(_copy(param, src))
+            records.append(Record(key, component, 'copied', numel))
+        elif component == 'attn_qkv' and _standard_rows(
+            key, params, state_dict
+        ):
+            rows = src.shape[0]
+            writes.append(_copy(param[:rows], src))
+            records.append(
+                Record(
+                    key,
+                    component,
+                    'copied',
+                    src.numel(),
+                    f'standard rows 0:{rows} of {param.shape[0]}',
+                )
+            )
+            records.append(
+                Record(
+                    key,
+                    component,
+                    'default',
+                    numel - src.numel(),
+                    f'operator-specific extra rows {rows}:{param.shape[0]}',
+                )
+            )
+        elif component == 'pos_embed' and src.shape[-1] == param.shape[-1]:
+            writes.append(_copy(param, _adapt_pos_embed(src, backbone)))
+            records.append(
+                Record(
+                    key,
+                    component,
+                    'copied',
+                    numel,
+                    f'resized from {tuple(src.shape)}',
+                )
+            )
+        else:
+            mismatched.append(
+                f'{key}: checkpoint {tuple(src.shape)} vs '
+                f'student {tuple(param.shape)}'
+            )
+    if mismatched:
+        raise TransferError(
+            f'Setting {policy.setting}: {len(mismatched)} tensors of the '
+            'requested components do not match the student in shape (is '
+            'the checkpoint of another architecture?). First ones: '
+            + '; '.join(mismatched[:5])
+        )
+    _check_components_found(params, state_dict, wanted)
+    records += _skipped_without_student_param(
+        params, backbone, state_dict, wanted
+    )
+    return writes, records
+
+
+def _mark_analytical(records, written, params):
+    """Replace the records of analytically written tensors."""
+    written = {f'backbone.{name}': numel for name, numel in written}
+    kept = [r for r in records if r.key not in written]
+    for key, numel in written.items():
+        component = component_of(key)
+        kept.append(Record(key, component, 'analytical', numel))
+        total = params[key].numel() if key in params else numel
+        if total > numel:
+            kept.append(
+                Record(
+                    key,
+                    component,
+                    'default',
+                    total - numel,
+                    'operator-specific extra rows',
+                )
+            )
+    return kept
+
+
+def _skipped_without_student_param(params, backbone, state_dict, wanted):
+    """Records for requested checkpoint tensors the student deliberately
+    lacks (``cls_token``/``pos_embed`` set to None)."""
+    reasons = {
+        'backbone.cls_token': 'the student has no class token',
+        'backbone.pos_embed': 'the student has no learned position embedding'
+        ' (fixed sin-cos)',
+    }
+    records = []
+    for key, reason in reasons.items():
+        component = component_of(key)
+        if (
+            component in wanted
+            and key in state_dict
+            and key not in params
+            and getattr(backbone, key.split('.')[1], 0) is None
+        ):
+            records.append(
+                Record(
+                    key, component, 'skipped', state_dict[key].numel(), reason
+                )
+            )
+    return records
+
+
+def _check_components_found(params, state_dict, wanted):
+    student = {component_of(k) for k in params}
+    checkpoint = {component_of(k) for k in state_dict}
+    missing = sorted(c for c in wanted if c in student and c not in checkpoint)
+    if missing:
+        raise TransferError(
+            f'The checkpoint has no tensors for the requested components '
+            f'{missing} (checkpoint keys: {_short_list(list(state_dict))}).'
+        )
+
+
+def _copy(dst, src):
+    return lambda: dst.copy_(src)
+
+
+def _standard_rows(key, params, state_dict):
+    """The student's ``qkv`` has extra rows after the 3C standard ones and
+    the checkpoint's ``qkv`` is the standard C -> 3C one."""
+    weight_key = key.rsplit('.', 1)[0] + '.weight'
+    if weight_key not in params or weight_key not in state_dict:
+        return False
+    student, src = params[weight_key].shape, state_dict[weight_key].shape
+    return (
+        student[1] == src[1]
+        and src[0] == 3 * src[1]
+        and student[0] > src[0]
+        and state_dict[key].shape[0] == src[0]
+    )
+
+
+def _wider_proj(key, params, state_dict):
+    """The student's ``proj`` maps more than C inputs to the same C."""
+    weight_key = key.rsplit('.', 1)[0] + '.weight'
+    if weight_key not in params or weight_key not in state_dict:
+        return False
+    student, src = params[weight_key].shape, state_dict[weight_key].shape
+    return student[0] == src[0] and student[1] > src[1]
+
+
+def _adapt_pos_embed(src, backbone):
+    """Drop the class row and resize the grid to the student's."""
+    extra = backbone.num_extra_tokens
+    src_extra = src.shape[1] - int(src.shape[1] ** 0.5) ** 2
+    if src_extra not in (0, 1):
+        raise TransferError(
+            f'Cannot read a square patch grid from the checkpoint pos_embed '
+            f'{tuple(src.shape)}.'
+        )
+    if src_extra < extra:
+        raise TransferError(
+            'The student has a class token but the checkpoint pos_embed '
+            f'{tuple(src.shape)} has no class-token position.'
+        )
+    src = src[:, src_extra - extra :]
+    side = int((src.shape[1] - extra) ** 0.5)
+    return resize_pos_embed(
+        src,
+        (side, side),
+        backbone.patch_resolution,
+        getattr(backbone, 'interpolate_mode', 'bicubic'),
+        extra,
+    )
+
+
+def _short_list(keys, limit=8):
+    shown = ', '.join(keys[:limit])
+    return shown + (f', ... ({len(keys)} in all)' if len(keys) > limit else '')

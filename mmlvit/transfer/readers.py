@@ -1,0 +1,334 @@
+"""Reading softmax ViT checkpoints into mmpretrain's key space.
+
+Every supported release is a timm-style ViT state dict in some container, or
+already an mmpretrain classifier checkpoint. :func:`load_softmax_checkpoint`
+finds the weights in the container (``format``), renames timm keys to the
+names of mmpretrain's ``ImageClassifier(VisionTransformer)`` and drops what
+only pre-training used (MAE decoder, DINO/iBOT heads, MoCo projector and
+momentum encoder). Keys it cannot place are an error, not a silent drop: a
+model that loads "fine" without its layer scales computes something else.
+
+Target key space (as in mmpretrain):
+``backbone.{cls_token,pos_embed}``, ``backbone.patch_embed.projection.*``,
+``backbone.layers.{i}.{ln1,attn.qkv,attn.proj,ln2,ffn.layers.0.0,ffn.layers.1}.*``,
+``backbone.ln1.*`` (final norm), ``backbone.ln2.*`` (norm after average
+pooling, timm's ``fc_norm``), ``backbone.pre_norm.*`` and
+``head.layers.head.*`` when the file has a classifier.
+"""
+
+import re
+from collections import Counter, OrderedDict
+from collections.abc import Mapping
+
+import torch
+from mmengine.logging import print_log
+
+from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
+
+FORMATS = (
+    'auto',
+    'mmpretrain',
+    'timm',
+    'deit',
+    'mae',
+    'dino',
+    'mocov3',
+    'ibot',
+)
+
+_TIMM_TOP_LEVEL = {
+    'cls_token': 'backbone.cls_token',
+    'pos_embed': 'backbone.pos_embed',
+    'patch_embed.proj.weight': 'backbone.patch_embed.projection.weight',
+    'patch_embed.proj.bias': 'backbone.patch_embed.projection.bias',
+    'norm_pre.weight': 'backbone.pre_norm.weight',
+    'norm_pre.bias': 'backbone.pre_norm.bias',
+    'norm.weight': 'backbone.ln1.weight',
+    'norm.bias': 'backbone.ln1.bias',
+    'fc_norm.weight': 'backbone.ln2.weight',
+    'fc_norm.bias': 'backbone.ln2.bias',
+    'head.weight': 'head.layers.head.weight',
+    'head.bias': 'head.layers.head.bias',
+}
+_TIMM_BLOCK = {
+    'norm1': 'ln1',
+    'attn.qkv': 'attn.qkv',
+    'attn.proj': 'attn.proj',
+    'norm2': 'ln2',
+    'mlp.fc1': 'ffn.layers.0.0',
+    'mlp.fc2': 'ffn.layers.1',
+}
+_BLOCK_KEY = re.compile(r'blocks\.(\d+)\.(.+)\.(weight|bias)$')
+# Pre-training-only tensors: MAE's decoder and mask token, iBOT's mask
+# embedding, MoCo v3's projector (an MLP under ``head.<n>``).
+_PRETRAINING_ONLY = re.compile(
+    r'(decoder_.*|mask_token|masked_embed|head\.\d+\..*)$'
+)
+_MMPRETRAIN_MARKERS = ('patch_embed.projection.', 'layers.0.')
+
+
+def load_softmax_checkpoint(src, format='auto'):
+    """Read a softmax ViT checkpoint as an mmpretrain classifier state dict.
+
+    Args:
+        src (str | Mapping): A checkpoint file (``.pth``/``.pt``/``.bin``,
+            read with ``weights_only`` and mmlvit's allow-list, or
+            ``.safetensors``) or an already loaded checkpoint object.
+        format (str): One of ``FORMATS``. ``'auto'`` (default) detects the
+            layout: ``'mmpretrain'`` (``backbone.*``/``head.*``, optionally
+            under ``'state_dict'``), ``'timm'`` (a flat timm ViT/DeiT state
+            dict, also DINO's and iBOT's released backbones), ``'deit'`` (the
+            official DeiT release, under ``'model'``), ``'mae'`` (under
+            ``'model'``, no head, maybe ``fc_norm`` or the decoder),
+            ``'dino'`` (``'teacher'``/``'student'`` with ``backbone.`` or
+            ``module.backbone.`` prefixes; the teacher is used), ``'mocov3'``
+            (``module.base_encoder.`` under ``'state_dict'``), ``'ibot'``
+            (like DINO, or flat under ``'state_dict'``, with
+            ``masked_embed``).
+
+    Returns:
+        OrderedDict[str, Tensor]: ``backbone.*`` and, when the file has a
+        classifier, ``head.layers.head.*``.
+
+    Raises:
+        CheckpointError: The file cannot be read, or its layout is unknown
+            or does not match ``format``; the message names the file and the
+            keys it saw.
+    """
+    if format not in FORMATS:
+        raise ValueError(
+            f'Unknown checkpoint format {format!r}; choose from {FORMATS}.'
+        )
+    if isinstance(src, Mapping):
+        name, ckpt = '<in-memory state dict>', src
+    else:
+        name, ckpt = str(src), load_checkpoint_file(src)
+        if not isinstance(ckpt, Mapping):
+            raise CheckpointError(
+                f'{name} holds a {type(ckpt).__name__}, not a state dict.'
+            )
+    if format == 'auto':
+        format = _detect_format(ckpt, name)
+    weights = _LOCATORS[format](ckpt, name)
+    if format == 'mmpretrain':
+        state_dict, dropped = _select_mmpretrain(weights)
+    else:
+        state_dict, dropped = _convert_timm(weights, name, format)
+    _log_dropped(name, format, dropped)
+    return state_dict
+
+
+def _detect_format(ckpt, name):
+    if _is_tensor_dict(ckpt.get('teacher')) or _is_tensor_dict(
+        ckpt.get('student')
+    ):
+        inner = _dino_backbone(ckpt, name)
+        return 'ibot' if 'masked_embed' in inner else 'dino'
+    if _is_tensor_dict(ckpt.get('state_dict')):
+        keys = ckpt['state_dict'].keys()
+        if any(k.startswith('module.base_encoder.') for k in keys):
+            return 'mocov3'
+        if _looks_mmpretrain(keys):
+            return 'mmpretrain'
+        if _looks_timm(keys):
+            return 'ibot' if 'masked_embed' in keys else 'timm'
+    if _is_tensor_dict(ckpt.get('model')) and _looks_timm(ckpt['model']):
+        keys = ckpt['model'].keys()
+        pretraining = any(_PRETRAINING_ONLY.match(k) for k in keys)
+        pooled = 'fc_norm.weight' in keys
+        if pretraining or pooled or 'head.weight' not in keys:
+            return 'mae'
+        return 'deit'
+    if _looks_mmpretrain(ckpt.keys()):
+        return 'mmpretrain'
+    if _looks_timm(ckpt.keys()):
+        return 'ibot' if 'masked_embed' in ckpt else 'timm'
+    raise CheckpointError(
+        f'Cannot tell the layout of {name}: it is none of '
+        f'{FORMATS[1:]}. Top-level keys: {_preview(ckpt.keys())}'
+        f'{_nested_preview(ckpt)}. Pass format=... if it is one of them.'
+    )
+
+
+def _locate_mmpretrain(ckpt, name):
+    weights = ckpt.get('state_dict', ckpt)
+    if not (_is_tensor_dict(weights) and _looks_mmpretrain(weights.keys())):
+        raise _layout_error(
+            name,
+            'mmpretrain',
+            'backbone.patch_embed.projection.* / backbone.layers.*',
+            ckpt,
+        )
+    if not any(k.startswith('backbone.') for k in weights):
+        weights = {f'backbone.{k}': v for k, v in weights.items()}
+    return weights
+
+
+def _locate_flat(ckpt, name, format, container=None):
+    """timm keys at the top level, or under ``container`` when given."""
+    weights = ckpt.get(container) if container else ckpt
+    if container and not _is_tensor_dict(weights):
+        weights = ckpt  # e.g. a backbone re-saved without its container
+    if not (_is_tensor_dict(weights) and _looks_timm(weights.keys())):
+        where = f"under '{container}'" if container else 'at the top level'
+        raise _layout_error(
+            name, format, f'timm keys (blocks.*) {where}', ckpt
+        )
+    return weights
+
+
+def _locate_timm(ckpt, name):
+    if 'state_dict' in ckpt and not _looks_timm(ckpt.keys()):
+        return _locate_flat(ckpt, name, 'timm', 'state_dict')
+    return _locate_flat(ckpt, name, 'timm')
+
+
+def _locate_dino(ckpt, name):
+    if 'teacher' in ckpt or 'student' in ckpt:
+        return _dino_backbone(ckpt, name)
+    return _locate_flat(ckpt, name, 'dino')
+
+
+def _locate_ibot(ckpt, name):
+    if 'teacher' in ckpt or 'student' in ckpt:
+        return _dino_backbone(ckpt, name)
+    return _locate_flat(ckpt, name, 'ibot', 'state_dict')
+
+
+def _locate_mocov3(ckpt, name):
+    weights = ckpt.get('state_dict', ckpt)
+    prefix = 'module.base_encoder.'
+    backbone = {
+        k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)
+    }
+    if not _looks_timm(backbone):
+        raise _layout_error(
+            name, 'mocov3', f"'{prefix}blocks.*' under 'state_dict'", ckpt
+        )
+    return backbone
+
+
+def _dino_backbone(ckpt, name):
+    """The teacher's backbone (DINO and iBOT release the teacher), else the
+    student's; ``module.`` (DDP) and ``backbone.`` (multi-crop wrapper)
+    prefixes removed."""
+    network = ckpt.get('teacher') or ckpt.get('student')
+    backbone = {}
+    for key, value in network.items():
+        key = key.removeprefix('module.')
+        if key.startswith('backbone.'):
+            backbone[key[len('backbone.') :]] = value
+    if not _looks_timm(backbone):
+        raise _layout_error(
+            name,
+            'dino/ibot',
+            "'backbone.blocks.*' under 'teacher'/'student'",
+            network,
+        )
+    return backbone
+
+
+_LOCATORS = {
+    'mmpretrain': _locate_mmpretrain,
+    'timm': _locate_timm,
+    'deit': lambda ckpt, name: _locate_flat(ckpt, name, 'deit', 'model'),
+    'mae': lambda ckpt, name: _locate_flat(ckpt, name, 'mae', 'model'),
+    'dino': _locate_dino,
+    'mocov3': _locate_mocov3,
+    'ibot': _locate_ibot,
+}
+
+
+def _convert_timm(weights, name, format):
+    """timm ViT keys -> mmpretrain classifier keys.
+
+    Returns:
+        tuple[OrderedDict, list[str]]: converted state dict and the dropped
+        pre-training-only keys.
+    """
+    converted, dropped, unknown = OrderedDict(), [], []
+    for key, value in weights.items():
+        target = _TIMM_TOP_LEVEL.get(key)
+        block = _BLOCK_KEY.match(key)
+        if target is None and block is not None:
+            index, module, kind = block.groups()
+            if module in _TIMM_BLOCK:
+                module = _TIMM_BLOCK[module]
+                target = f'backbone.layers.{index}.{module}.{kind}'
+        if target is not None:
+            converted[target] = value
+        elif _PRETRAINING_ONLY.match(key):
+            dropped.append(key)
+        else:
+            unknown.append(key)
+    if unknown:
+        raise CheckpointError(
+            f'Cannot convert {name} (read as {format!r}): {len(unknown)} keys '
+            "have no counterpart in mmpretrain's VisionTransformer "
+            f'classifier: {_preview(unknown)}. (Layer scale, distillation '
+            'tokens and register tokens are not supported.)'
+        )
+    return converted, dropped
+
+
+def _select_mmpretrain(weights):
+    state_dict = OrderedDict(
+        (k, v)
+        for k, v in weights.items()
+        if k.startswith(('backbone.', 'head.'))
+    )
+    dropped = [k for k in weights if k not in state_dict]
+    return state_dict, dropped
+
+
+def _log_dropped(name, format, dropped):
+    summary = ''
+    if dropped:
+        groups = Counter(key.split('.')[0] for key in dropped)
+        summary = (
+            '; dropped keys only pre-training or other parts used: '
+            + ', '.join(f'{group}.* ({n})' for group, n in groups.items())
+        )
+    print_log(
+        f'Read {name} as a {format!r} checkpoint{summary}.', logger='current'
+    )
+
+
+def _is_tensor_dict(obj):
+    return (
+        isinstance(obj, Mapping)
+        and len(obj) > 0
+        and all(isinstance(v, torch.Tensor) for v in obj.values())
+    )
+
+
+def _looks_timm(keys):
+    return any(k.startswith('blocks.') for k in keys) and any(
+        k.startswith('patch_embed.proj.') for k in keys
+    )
+
+
+def _looks_mmpretrain(keys):
+    keys = [k.removeprefix('backbone.') for k in keys]
+    return all(any(k.startswith(m) for k in keys) for m in _MMPRETRAIN_MARKERS)
+
+
+def _preview(keys, limit=12):
+    keys = list(keys)
+    shown = ', '.join(repr(k) for k in keys[:limit])
+    more = f', ... ({len(keys)} in all)' if len(keys) > limit else ''
+    return f'[{shown}{more}]'
+
+
+def _nested_preview(ckpt):
+    nested = [(k, v) for k, v in ckpt.items() if isinstance(v, Mapping)]
+    return ''.join(
+        f"; under '{k}': {_preview(v.keys(), 6)}" for k, v in nested[:3]
+    )
+
+
+def _layout_error(name, format, expected, ckpt):
+    return CheckpointError(
+        f'{name} is not a {format!r} checkpoint: expected {expected}. Keys '
+        f'seen: {_preview(ckpt.keys())}{_nested_preview(ckpt)}.'
+    )

@@ -1,0 +1,37 @@
+"""Tiny classifiers and softmax checkpoints for the transfer tests."""
+import pytest
+import torch
+from mmengine.registry import init_default_scope
+from mmpretrain.registry import MODELS
+
+import mmlvit  # noqa: F401
+from transfer_helpers import backbone_cfg, classifier_cfg
+
+@pytest.fixture
+def build_classifier():
+    """build(backbone_cfg, seed) -> ImageClassifier after init_weights()."""
+    init_default_scope('mmpretrain')
+
+    def build(backbone, seed=0):
+        torch.manual_seed(seed)
+        model = MODELS.build(classifier_cfg(backbone))
+        model.init_weights()
+        return model
+
+    return build
+
+
+@pytest.fixture
+def softmax_state(build_classifier):
+    """state(**backbone kwargs): a softmax classifier's state dict whose
+    every entry differs from any fresh init (LayerNorm ones included)."""
+
+    def state(**kwargs):
+        model = build_classifier(backbone_cfg(**kwargs), seed=123)
+        gen = torch.Generator().manual_seed(7)
+        return {
+            k: v + 0.5 + torch.rand(v.shape, generator=gen)
+            for k, v in model.state_dict().items()
+        }
+
+    return state

@@ -1,0 +1,103 @@
+"""Initialise a linear student from a softmax checkpoint, offline.
+
+Builds the model of CONFIG, runs mmengine's own ``init_weights`` (seeded as
+the runner would), applies the init setting exactly as
+``SoftmaxToLinearInitHook`` does in ``before_train``, prints the copy table
+and saves the student as an ordinary mmpretrain classifier checkpoint
+(``backbone.*``, ``head.*``).
+
+Example:
+    python tools/init_student.py configs/lvit/deit-t_relu_mlpcopy.py \\
+        deit_tiny_patch16_224.pth --setting MLPCopy --out work_dirs/init.pth
+"""
+
+import argparse
+import os
+import os.path as osp
+
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.registry import init_default_scope
+from mmengine.runner import set_random_seed
+from mmpretrain.registry import MODELS
+
+from mmlvit.engine.hooks.init_hook import SoftmaxToLinearInitHook, find_student
+from mmlvit.transfer import COMPONENTS, FORMATS, SETTINGS
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('config', help='config of the student (or distiller)')
+    parser.add_argument('checkpoint', help='softmax checkpoint to copy from')
+    parser.add_argument(
+        '--setting',
+        default='MLPCopy',
+        choices=SETTINGS,
+        help='init setting (default: MLPCopy)',
+    )
+    parser.add_argument(
+        '--components',
+        nargs='+',
+        choices=COMPONENTS,
+        help="copy exactly these components instead of the setting's list",
+    )
+    parser.add_argument(
+        '--format',
+        default='auto',
+        choices=FORMATS,
+        help='layout of the checkpoint (default: detect it)',
+    )
+    parser.add_argument(
+        '--out',
+        required=True,
+        help='where to save the initialised student (.pth)',
+    )
+    parser.add_argument(
+        '--seed',
+        type=int,
+        help="seed of the fresh init (default: the config's "
+        'randomness.seed, else 0)',
+    )
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override config entries, e.g. key=value',
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    init_default_scope(cfg.get('default_scope', 'mmpretrain'))
+    seed = args.seed
+    if seed is None:
+        seed = (cfg.get('randomness') or {}).get('seed') or 0
+    set_random_seed(seed)
+    model = MODELS.build(cfg.model)
+    model.init_weights()
+    hook = SoftmaxToLinearInitHook(
+        args.checkpoint, args.setting, args.components, args.format
+    )
+    report = hook.initialise(model)
+    print(report.table())
+    if osp.dirname(args.out):
+        os.makedirs(osp.dirname(args.out), exist_ok=True)
+    meta = dict(
+        setting=args.setting,
+        components=report.policy.components,
+        softmax_checkpoint=osp.basename(args.checkpoint),
+        seed=seed,
+        config=osp.basename(args.config),
+    )
+    torch.save(
+        dict(state_dict=find_student(model).state_dict(), meta=meta), args.out
+    )
+    print(f'Saved the initialised student to {args.out}')
+
+
+if __name__ == '__main__':
+    main()
