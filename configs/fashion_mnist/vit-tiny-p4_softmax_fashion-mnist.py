@@ -1,5 +1,5 @@
 # Softmax ViT-tiny trained from scratch on Fashion-MNIST (32 px).
-# python tools/train.py configs/fashion_mnist/vit-tiny-p4_softmax_fashion-mnist.py
+# Train: python tools/train.py CONFIG (this file).
 _base_ = [
     '../_base_/models/vit-tiny-p4_32px.py',
     '../_base_/datasets/fashion_mnist_bs64.py',

@@ -1,0 +1,9 @@
+# Linear DeiT-B student (224 px, patch 16): DeiT-B's shapes and
+# state-dict names with a pluggable attention operator. The experiment config
+# sets model.backbone.attn_cfg (GatedLinearAttention here by default).
+_base_ = ['../deit-b.py']
+
+model = dict(
+    backbone=dict(
+        type='LinearVisionTransformer',
+        attn_cfg=dict(type='GatedLinearAttention')))
