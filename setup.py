@@ -33,7 +33,7 @@ def parse_requirements(fname):
 
 
 def add_mim_extension():
-    """Place configs/ and tools/ under mmlvit/.mim so ``mim`` finds them.
+    """Place configs/, tools/ and model-index.yml under mmlvit/.mim so ``mim`` finds them.
 
     Wheels and sdists get copies; a develop (editable) install gets nothing,
     and there ``python tools/train.py`` is the entry point.
@@ -42,15 +42,17 @@ def add_mim_extension():
         return
     mim_path = osp.join(ROOT, 'mmlvit', '.mim')
     os.makedirs(mim_path, exist_ok=True)
-    for name in ('configs', 'tools'):
+    for name in ('configs', 'tools', 'model-index.yml'):
         src = osp.join(ROOT, name)
         dst = osp.join(mim_path, name)
         if osp.islink(dst) or osp.isfile(dst):
             os.remove(dst)
         elif osp.isdir(dst):
             shutil.rmtree(dst)
-        if osp.exists(src):
+        if osp.isdir(src):
             shutil.copytree(src, dst)
+        elif osp.isfile(src):
+            shutil.copyfile(src, dst)
 
 
 if __name__ == '__main__':
