@@ -8,6 +8,6 @@ from .version import __version__
 
 checkpoint.install()
 
-from . import datasets, engine, models, transfer  # noqa: E402,F401
+from . import datasets, engine, evaluation, models, transfer  # noqa: E402,F401
 
 __all__ = ['__version__']

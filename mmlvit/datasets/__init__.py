@@ -1,0 +1,14 @@
+"""Datasets that mmpretrain lacks (registered in its DATASETS) and the
+start-of-run check that every configured dataset is in place."""
+
+from .data_root_check import check_data_roots, find_missing_data
+from .imagenet_ood import ImageNetSubset, ImageNetV2
+from .stl10 import STL10
+
+__all__ = [
+    'STL10',
+    'ImageNetSubset',
+    'ImageNetV2',
+    'check_data_roots',
+    'find_missing_data',
+]

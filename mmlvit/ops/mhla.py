@@ -71,8 +71,9 @@ def _to_blocks(x, hw_shape, side):
     H, W = hw_shape
     bh, bw = _block_shape(hw_shape, side)
     x = x.reshape(B, h, H, W, d)
-    x = F.pad(x, (0, 0, 0, side * bw - W, 0, side * bh - H))
-    x = x.reshape(B, h, side, bh, side, bw, d).permute(0, 1, 2, 4, 3, 5, 6)
+    if (side * bh, side * bw) != (H, W):
+        x = F.pad(x, (0, 0, 0, side * bw - W, 0, side * bh - H))
+    x = x.reshape(B, h, side, bh, side, bw, d).transpose(3, 4)
     return x.reshape(B, h, side * side, bh * bw, d)
 
 
@@ -81,7 +82,7 @@ def _from_blocks(x, hw_shape, side):
     B, h, _, _, d = x.shape
     H, W = hw_shape
     bh, bw = _block_shape(hw_shape, side)
-    x = x.reshape(B, h, side, side, bh, bw, d).permute(0, 1, 2, 4, 3, 5, 6)
+    x = x.reshape(B, h, side, side, bh, bw, d).transpose(3, 4)
     x = x.reshape(B, h, side * bh, side * bw, d)[:, :, :H, :W]
     return x.reshape(B, h, H * W, d)
 

@@ -33,13 +33,21 @@ def swiglu_inner_grads(k, v, w1, w2, scale=TTT_INNER_SCALE):
     Returns:
         tuple[Tensor]: G1, G2, each (B, h, d, d).
     """
-    z1 = k @ w1
-    z2 = k @ w2
+    z1, z2 = _swiglu_inputs(k, w1, w2)
     gate = torch.sigmoid(z2)
-    error = v * (-scale / k.shape[-2])
-    g1 = k.transpose(-2, -1) @ (error * z2 * gate)
-    g2 = k.transpose(-2, -1) @ (error * z1 * gate * (1 + z2 * (1 - gate)))
+    silu = z2 * gate
+    silu_grad = torch.addcmul(gate, silu, 1 - gate)  # s (1 + Z2 (1 - s))
+    keys = k.transpose(-2, -1)
+    # The scalar factor of E goes on the small (d, d) results.
+    factor = -scale / k.shape[-2]
+    g1 = (keys @ (v * silu)) * factor
+    g2 = (keys @ (v * z1 * silu_grad)) * factor
     return g1, g2
+
+
+def _swiglu_inputs(x, w1, w2):
+    """x W1 and x W2 as one product: (..., N, d) each."""
+    return (x @ torch.cat([w1, w2], dim=-1)).chunk(2, dim=-1)
 
 
 def dwconv_inner_grad(k, v, scale=TTT_INNER_SCALE):
@@ -83,11 +91,13 @@ def ttt_swiglu(q, k, v, w1, w2, scale=TTT_INNER_SCALE):
     in_dtype = q.dtype
     dtype = torch.promote_types(in_dtype, torch.float32)
     with torch.autocast(device_type=q.device.type, enabled=False):
-        q, k, v, w1, w2 = (t.to(dtype) for t in (q, k, v, w1, w2))
+        q, k, v = (t.to(dtype).contiguous() for t in (q, k, v))
+        w1, w2 = w1.to(dtype), w2.to(dtype)
         g1, g2 = swiglu_inner_grads(k, v, w1, w2, scale)
         w1 = w1 - _normalised(g1, dim=-2)
         w2 = w2 - _normalised(g2, dim=-2)
-        out = (q @ w1) * F.silu(q @ w2)
+        z1, z2 = _swiglu_inputs(q, w1, w2)
+        out = z1 * F.silu(z2)
     return out.to(in_dtype)
 
 

@@ -19,7 +19,7 @@ Neither applies to an operator whose ``proj`` is not C x C (TTT): v/proj
 cannot form a C x C map there. Randomness comes from torch's global RNG
 (seeded by the runner), in a fixed order: per layer, Mimetic draws the h
 q/k matrices Z (head 0 first) then the v/proj Z; Impulse draws the layer's
-target noise then the v/proj Z.
+target noise (shared by its heads) then the v/proj Z.
 """
 
 import torch
@@ -272,13 +272,12 @@ def _write_attention(attn, prefix, qk, w_v, w_proj):
             (f'{prefix}.qkv.weight', 3 * C * C),
             (f'{prefix}.proj.weight', C * C),
         ]
-        for name, bias in (
-            (f'{prefix}.qkv.bias', attn.qkv.bias),
-            (f'{prefix}.proj.bias', attn.proj.bias),
-        ):
-            if bias is not None:
-                bias[: 3 * C].zero_()
-                written.append((name, min(bias.numel(), 3 * C)))
+        if attn.qkv.bias is not None:
+            attn.qkv.bias[: 3 * C].zero_()
+            written.append((f'{prefix}.qkv.bias', 3 * C))
+        if attn.proj.bias is not None:
+            attn.proj.bias.zero_()
+            written.append((f'{prefix}.proj.bias', C))
     return written
 
 

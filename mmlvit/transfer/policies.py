@@ -57,16 +57,7 @@ COMPONENTS = (
     'final_norm',
     'head',
 )
-_FULL = (
-    'patch_embed',
-    'pos_embed',
-    'cls_token',
-    'norms',
-    'attn_qkv',
-    'attn_proj',
-    'mlp',
-    'final_norm',
-)
+_FULL = tuple(c for c in COMPONENTS if c != 'head')
 SETTINGS = {
     'Random': (),
     'Mimetic': (),
@@ -107,7 +98,7 @@ class Policy:
     """A resolved initialisation policy.
 
     Attributes:
-        setting (str): The setting's name (``'custom'`` for a bare list).
+        setting (str): The setting's name.
         components (tuple[str]): Components copied from the checkpoint.
     """
 
@@ -233,12 +224,22 @@ class CopyReport:
             '(cells: tensors / parameters)'
         ]
         lines += [
-            '  '.join(cell.ljust(w) for cell, w in zip(row, widths))
+            '  '.join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
             for row in rows
         ]
+        # Notes; the same note of several layers on one line.
+        notes = {}
         for r in self.records:
             if r.reason:
-                lines.append(f'{r.action}: {r.key}: {r.reason}')
+                key = re.sub(r'layers\.\d+\.', 'layers.*.', r.key)
+                notes.setdefault((r.action, key, r.reason), []).append(r.key)
+        for (action, key, reason), keys in notes.items():
+            if len(keys) == 1:
+                lines.append(f'{action}: {keys[0]}: {reason}')
+            else:
+                lines.append(
+                    f'{action}: {key} ({len(keys)} tensors): {reason}'
+                )
         wanted = set(self.policy.components)
         orphans = [k for k in self.unused if component_of(k) in wanted]
         if orphans:
@@ -293,7 +294,7 @@ def apply_init(model, state_dict, setting='MLPCopy', components=None):
     writes, records = _plan(params, backbone, state_dict, policy)
     if policy.analytical is not None:
         written = policy.analytical(backbone)
-        records = _mark_analytical(records, written, params)
+        records = _mark_analytical(records, written)
     with torch.no_grad():
         for write in writes:
             write()
@@ -382,25 +383,15 @@ def _plan(params, backbone, state_dict, policy):
     return writes, records
 
 
-def _mark_analytical(records, written, params):
+def _mark_analytical(records, written):
     """Replace the records of analytically written tensors."""
     written = {f'backbone.{name}': numel for name, numel in written}
-    kept = [r for r in records if r.key not in written]
-    for key, numel in written.items():
-        component = component_of(key)
-        kept.append(Record(key, component, 'analytical', numel))
-        total = params[key].numel() if key in params else numel
-        if total > numel:
-            kept.append(
-                Record(
-                    key,
-                    component,
-                    'default',
-                    total - numel,
-                    'operator-specific extra rows',
-                )
-            )
-    return kept
+    records = [r for r in records if r.key not in written]
+    records += [
+        Record(key, component_of(key), 'analytical', numel)
+        for key, numel in written.items()
+    ]
+    return records
 
 
 def _skipped_without_student_param(params, backbone, state_dict, wanted):

@@ -285,9 +285,8 @@ def _log_dropped(name, format, dropped):
     summary = ''
     if dropped:
         groups = Counter(key.split('.')[0] for key in dropped)
-        summary = (
-            '; dropped keys only pre-training or other parts used: '
-            + ', '.join(f'{group}.* ({n})' for group, n in groups.items())
+        summary = '; dropped what the classifier does not use: ' + ', '.join(
+            f'{group} ({n} tensors)' for group, n in groups.items()
         )
     print_log(
         f'Read {name} as a {format!r} checkpoint{summary}.', logger='current'

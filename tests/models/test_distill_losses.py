@@ -1,4 +1,5 @@
 """Distillation losses against explicit float64 formulas."""
+
 import math
 import types
 
@@ -10,11 +11,17 @@ from mmpretrain.registry import MODELS
 import mmlvit.models  # noqa: F401
 
 
-def recording(depth=3, extra=1, outputs=None, inputs=None, modules=None,
-              logits=None):
-    return types.SimpleNamespace(depth=depth, num_extra_tokens=extra,
-                                 outputs=outputs, inputs=inputs,
-                                 modules=modules, logits=logits)
+def recording(
+    depth=3, extra=1, outputs=None, inputs=None, modules=None, logits=None
+):
+    return types.SimpleNamespace(
+        depth=depth,
+        num_extra_tokens=extra,
+        outputs=outputs,
+        inputs=inputs,
+        modules=modules,
+        logits=logits,
+    )
 
 
 def random_outputs(depth, tokens, seed):
@@ -25,7 +32,7 @@ def random_outputs(depth, tokens, seed):
 def naive_mse(a, b):
     """mean((a - b)^2) by an explicit float64 loop."""
     a, b = a.double().flatten().tolist(), b.double().flatten().tolist()
-    return sum((x - y)**2 for x, y in zip(a, b)) / len(a)
+    return sum((x - y) ** 2 for x, y in zip(a, b)) / len(a)
 
 
 # AttentionOutputMSE ---------------------------------------------------------
@@ -37,19 +44,24 @@ def test_output_mse_is_lambda_times_mean_block_mse():
     value, logs = loss(recording(outputs=s), recording(outputs=t))
     per_block = [naive_mse(s[i], t[i]) for i in range(3)]
     assert value.item() == pytest.approx(50 * sum(per_block) / 3, rel=1e-6)
-    assert set(logs) == {'attn_out_mse.0', 'attn_out_mse.1',
-                         'attn_out_mse.2'}
+    assert set(logs) == {'attn_out_mse.0', 'attn_out_mse.1', 'attn_out_mse.2'}
     for i in range(3):
         assert logs[f'attn_out_mse.{i}'].item() == pytest.approx(
-            per_block[i], rel=1e-6)
+            per_block[i], rel=1e-6
+        )
         assert not logs[f'attn_out_mse.{i}'].requires_grad
 
 
 def test_output_mse_blocks_and_patch_tokens():
     s, t = random_outputs(3, 5, 0), random_outputs(3, 5, 1)
     loss = MODELS.build(
-        dict(type='AttentionOutputMSE', loss_weight=2., blocks=[-1, 0],
-             tokens='patch'))
+        dict(
+            type='AttentionOutputMSE',
+            loss_weight=2.0,
+            blocks=[-1, 0],
+            tokens='patch',
+        )
+    )
     value, logs = loss(recording(outputs=s), recording(outputs=t))
     per_block = [naive_mse(s[i][:, 1:], t[i][:, 1:]) for i in (0, 2)]
     assert value.item() == pytest.approx(sum(per_block), rel=1e-6)
@@ -58,9 +70,11 @@ def test_output_mse_blocks_and_patch_tokens():
 
 def test_output_mse_matches_patches_when_only_teacher_has_class_token():
     s, t = random_outputs(2, 4, 0), random_outputs(2, 5, 1)
-    loss = MODELS.build(dict(type='AttentionOutputMSE', loss_weight=1.))
-    value, _ = loss(recording(depth=2, extra=0, outputs=s),
-                    recording(depth=2, extra=1, outputs=t))
+    loss = MODELS.build(dict(type='AttentionOutputMSE', loss_weight=1.0))
+    value, _ = loss(
+        recording(depth=2, extra=0, outputs=s),
+        recording(depth=2, extra=1, outputs=t),
+    )
     expected = sum(naive_mse(s[i], t[i][:, 1:]) for i in range(2)) / 2
     assert value.item() == pytest.approx(expected, rel=1e-6)
 
@@ -68,21 +82,26 @@ def test_output_mse_matches_patches_when_only_teacher_has_class_token():
 def test_output_mse_gradient_reaches_the_student_only():
     s = {i: v.requires_grad_() for i, v in random_outputs(2, 5, 0).items()}
     t = random_outputs(2, 5, 1)
-    loss = MODELS.build(dict(type='AttentionOutputMSE', loss_weight=3.))
-    loss(recording(depth=2, outputs=s),
-         recording(depth=2, outputs=t))[0].backward()
+    loss = MODELS.build(dict(type='AttentionOutputMSE', loss_weight=3.0))
+    loss(recording(depth=2, outputs=s), recording(depth=2, outputs=t))[
+        0
+    ].backward()
     # d/ds [3 * mean_i mean((s_i - t_i)^2)] = 3 * 2 (s - t) / (numel * 2)
     for i in range(2):
-        torch.testing.assert_close(s[i].grad,
-                                   3 * (s[i] - t[i]).detach() / s[i].numel())
+        torch.testing.assert_close(
+            s[i].grad, 3 * (s[i] - t[i]).detach() / s[i].numel()
+        )
 
 
-@pytest.mark.parametrize('kwargs, error, match', [
-    (dict(tokens='cls'), ValueError, 'tokens must be one of'),
-    (dict(blocks=[]), ValueError, 'non-empty list'),
-    (dict(blocks=3), ValueError, "blocks must be 'all'"),
-    (dict(blocks=['0']), ValueError, "blocks must be 'all'"),
-])
+@pytest.mark.parametrize(
+    'kwargs, error, match',
+    [
+        (dict(tokens='cls'), ValueError, 'tokens must be one of'),
+        (dict(blocks=[]), ValueError, 'non-empty list'),
+        (dict(blocks=3), ValueError, "blocks must be 'all'"),
+        (dict(blocks=['0']), ValueError, "blocks must be 'all'"),
+    ],
+)
 def test_output_mse_refuses_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         MODELS.build(dict(type='AttentionOutputMSE', **kwargs))
@@ -94,12 +113,15 @@ def test_output_mse_errors_on_mismatched_grids_and_blocks():
         loss.block_indices(3)
     loss = MODELS.build(dict(type='AttentionOutputMSE'))
     with pytest.raises(ValueError, match='5 patch tokens, the teacher 4'):
-        loss(recording(depth=1, extra=0, outputs=random_outputs(1, 5, 0)),
-             recording(depth=1, extra=1, outputs=random_outputs(1, 5, 1)))
+        loss(
+            recording(depth=1, extra=0, outputs=random_outputs(1, 5, 0)),
+            recording(depth=1, extra=1, outputs=random_outputs(1, 5, 1)),
+        )
     with pytest.raises(ValueError, match='num_extra_tokens'):
-        loss(recording(depth=1, extra=None,
-                       outputs=random_outputs(1, 4, 0)),
-             recording(depth=1, extra=1, outputs=random_outputs(1, 5, 1)))
+        loss(
+            recording(depth=1, extra=None, outputs=random_outputs(1, 4, 0)),
+            recording(depth=1, extra=1, outputs=random_outputs(1, 5, 1)),
+        )
 
 
 # AttentionMapMSE ------------------------------------------------------------
@@ -117,8 +139,8 @@ def naive_softmax_map(qkv, x):
     for n in range(B):
         proj = x[n] @ W.T + b
         for h in range(HEADS):
-            q = proj[:, h * d:(h + 1) * d]
-            k = proj[:, C + h * d:C + (h + 1) * d]
+            q = proj[:, h * d : (h + 1) * d]
+            k = proj[:, C + h * d : C + (h + 1) * d]
             for i in range(N):
                 logits = [float(q[i] @ k[j]) / math.sqrt(d) for j in range(N)]
                 top = max(logits)
@@ -136,8 +158,8 @@ def kernel_map64(weight, bias, x, phi, eps=1e-6):
     d = C // HEADS
     maps = []
     for h in range(HEADS):
-        q = phi(proj[..., h * d:(h + 1) * d])
-        k = phi(proj[..., C + h * d:C + (h + 1) * d])
+        q = phi(proj[..., h * d : (h + 1) * d])
+        k = phi(proj[..., C + h * d : C + (h + 1) * d])
         scores = torch.einsum('bid,bjd->bij', q, k)
         maps.append(scores / (scores.sum(-1, keepdim=True) + eps))
     return torch.stack(maps, 1)
@@ -152,11 +174,18 @@ def map_setup(student_type, student_tokens=5, seed=0, depth=2):
     teachers = [MultiheadAttention(C, HEADS) for _ in range(depth)]
     x_s = {i: torch.randn(2, student_tokens, C) for i in range(depth)}
     x_t = {i: torch.randn(2, 5, C) for i in range(depth)}
-    student = recording(depth=depth, extra=student_tokens - 4,
-                        modules=students,
-                        inputs={i: ((x_s[i], HW), {}) for i in range(depth)})
-    teacher = recording(depth=depth, extra=1, modules=teachers,
-                        inputs={i: ((x_t[i], ), {}) for i in range(depth)})
+    student = recording(
+        depth=depth,
+        extra=student_tokens - 4,
+        modules=students,
+        inputs={i: ((x_s[i], HW), {}) for i in range(depth)},
+    )
+    teacher = recording(
+        depth=depth,
+        extra=1,
+        modules=teachers,
+        inputs={i: ((x_t[i],), {}) for i in range(depth)},
+    )
     return student, teacher, x_s, x_t
 
 
@@ -172,17 +201,23 @@ def test_map_mse_matches_naive_maps(student_type):
     loss = MODELS.build(dict(type='AttentionMapMSE', loss_weight=1e4))
     value, logs = loss(student, teacher)
 
-    weights = [m.qkv.weight.detach().double().requires_grad_()
-               for m in student.modules]
+    weights = [
+        m.qkv.weight.detach().double().requires_grad_()
+        for m in student.modules
+    ]
     per_block = []
     for i in range(2):
         t_map = naive_softmax_map(teacher.modules[i].qkv, x_t[i])
-        s_map = kernel_map64(weights[i],
-                             student.modules[i].qkv.bias.detach().double(),
-                             x_s[i], PHI[student_type])
-        per_block.append(((s_map - t_map)**2).mean())
+        s_map = kernel_map64(
+            weights[i],
+            student.modules[i].qkv.bias.detach().double(),
+            x_s[i],
+            PHI[student_type],
+        )
+        per_block.append(((s_map - t_map) ** 2).mean())
         assert logs[f'attn_map_mse.{i}'].item() == pytest.approx(
-            per_block[i].item(), rel=1e-5)
+            per_block[i].item(), rel=1e-5
+        )
     expected = 1e4 * torch.stack(per_block).mean()
     assert value.item() == pytest.approx(expected.item(), rel=1e-5)
 
@@ -192,54 +227,66 @@ def test_map_mse_matches_naive_maps(student_type):
     for module, weight in zip(student.modules, weights):
         scale = weight.grad.abs().max().item()
         assert scale > 0
-        torch.testing.assert_close(module.qkv.weight.grad.double(),
-                                   weight.grad, rtol=1e-4, atol=1e-5 * scale)
-    assert all(p.grad is None for m in teacher.modules
-               for p in m.parameters())
+        torch.testing.assert_close(
+            module.qkv.weight.grad.double(),
+            weight.grad,
+            rtol=1e-4,
+            atol=1e-5 * scale,
+        )
+    assert all(p.grad is None for m in teacher.modules for p in m.parameters())
 
 
 def test_map_mse_patch_block_when_only_teacher_has_class_token():
-    student, teacher, x_s, x_t = map_setup('ReLULinearAttention',
-                                           student_tokens=4, depth=1)
-    loss = MODELS.build(dict(type='AttentionMapMSE', loss_weight=1.))
+    student, teacher, x_s, x_t = map_setup(
+        'ReLULinearAttention', student_tokens=4, depth=1
+    )
+    loss = MODELS.build(dict(type='AttentionMapMSE', loss_weight=1.0))
     value, _ = loss(student, teacher)
     m = student.modules[0]
-    s_map = kernel_map64(m.qkv.weight.detach().double(),
-                         m.qkv.bias.detach().double(), x_s[0],
-                         torch.relu)
+    s_map = kernel_map64(
+        m.qkv.weight.detach().double(),
+        m.qkv.bias.detach().double(),
+        x_s[0],
+        torch.relu,
+    )
     t_map = naive_softmax_map(teacher.modules[0].qkv, x_t[0])[..., 1:, 1:]
     assert s_map.shape == t_map.shape == (2, HEADS, 4, 4)
-    assert value.item() == pytest.approx(((s_map - t_map)**2).mean().item(),
-                                         rel=1e-5)
+    assert value.item() == pytest.approx(
+        ((s_map - t_map) ** 2).mean().item(), rel=1e-5
+    )
 
 
 def test_map_mse_query_subsampling():
     student, teacher, x_s, x_t = map_setup('ReLULinearAttention', depth=1)
     loss = MODELS.build(
-        dict(type='AttentionMapMSE', loss_weight=1., num_queries=2))
+        dict(type='AttentionMapMSE', loss_weight=1.0, num_queries=2)
+    )
     torch.manual_seed(7)
     value, _ = loss(student, teacher)
     torch.manual_seed(7)
     rows = torch.randperm(5)[:2]
     m = student.modules[0]
-    s_map = kernel_map64(m.qkv.weight.detach().double(),
-                         m.qkv.bias.detach().double(), x_s[0],
-                         torch.relu)
+    s_map = kernel_map64(
+        m.qkv.weight.detach().double(),
+        m.qkv.bias.detach().double(),
+        x_s[0],
+        torch.relu,
+    )
     t_map = naive_softmax_map(teacher.modules[0].qkv, x_t[0])
-    per_row = ((s_map - t_map)**2).mean(dim=(0, 1, 3))
-    assert value.item() == pytest.approx(per_row[rows].mean().item(),
-                                         rel=1e-5)
+    per_row = ((s_map - t_map) ** 2).mean(dim=(0, 1, 3))
+    assert value.item() == pytest.approx(per_row[rows].mean().item(), rel=1e-5)
     assert value.item() != pytest.approx(per_row.mean().item(), rel=1e-3)
     with pytest.raises(ValueError, match='num_queries'):
-        MODELS.build(dict(type='AttentionMapMSE', loss_weight=1.,
-                          num_queries=0))
+        MODELS.build(
+            dict(type='AttentionMapMSE', loss_weight=1.0, num_queries=0)
+        )
 
 
 def test_map_mse_keeps_no_map_alive_between_blocks():
     """No (B, h, N, N) tensor is saved for backward outside the per-block
     checkpoints; the same probe does see one in a direct computation."""
     student, teacher, _, _ = map_setup('ReLULinearAttention', depth=2)
-    loss = MODELS.build(dict(type='AttentionMapMSE', loss_weight=1.))
+    loss = MODELS.build(dict(type='AttentionMapMSE', loss_weight=1.0))
     map_shape = (2, HEADS, 5, 5)
 
     def saved_shapes(fn):
@@ -259,14 +306,16 @@ def test_map_mse_keeps_no_map_alive_between_blocks():
 
 
 def test_map_mse_refuses_modules_without_map():
-    loss = MODELS.build(dict(type='AttentionMapMSE', loss_weight=1.))
-    ttt = MODELS.build(dict(type='TTTAttention', embed_dims=C,
-                            num_heads=HEADS))
+    loss = MODELS.build(dict(type='AttentionMapMSE', loss_weight=1.0))
+    ttt = MODELS.build(
+        dict(type='TTTAttention', embed_dims=C, num_heads=HEADS)
+    )
     with pytest.raises(TypeError, match='TTTAttention has no N x N'):
         loss.check_modules([ttt], [MultiheadAttention(C, HEADS)])
     with pytest.raises(TypeError, match='teacher block 0'):
-        loss.check_modules([MultiheadAttention(C, HEADS)],
-                           [torch.nn.Linear(C, C)])
+        loss.check_modules(
+            [MultiheadAttention(C, HEADS)], [torch.nn.Linear(C, C)]
+        )
 
 
 # LogitKD --------------------------------------------------------------------
@@ -276,10 +325,9 @@ def test_logit_kd_is_scaled_kl_of_softened_distributions():
     gen = torch.Generator().manual_seed(0)
     s = torch.randn(3, 4, generator=gen, requires_grad=True)
     t = torch.randn(3, 4, generator=gen)
-    loss = MODELS.build(dict(type='LogitKD', loss_weight=0.5,
-                             temperature=2.))
+    loss = MODELS.build(dict(type='LogitKD', loss_weight=0.5, temperature=2.0))
     value, logs = loss(recording(logits=s), recording(logits=t))
-    kl = 0.
+    kl = 0.0
     for row_s, row_t in zip(s.tolist(), t.tolist()):
         zs = sum(math.exp(v / 2) for v in row_s)
         zt = sum(math.exp(v / 2) for v in row_t)
@@ -298,8 +346,10 @@ def test_logit_kd_is_scaled_kl_of_softened_distributions():
 
 def test_logit_kd_errors():
     with pytest.raises(ValueError, match='temperature must be > 0'):
-        MODELS.build(dict(type='LogitKD', temperature=0.))
+        MODELS.build(dict(type='LogitKD', temperature=0.0))
     loss = MODELS.build(dict(type='LogitKD'))
     with pytest.raises(ValueError, match='same classes'):
-        loss(recording(logits=torch.zeros(2, 10)),
-             recording(logits=torch.zeros(2, 1000)))
+        loss(
+            recording(logits=torch.zeros(2, 10)),
+            recording(logits=torch.zeros(2, 1000)),
+        )

@@ -1,5 +1,6 @@
 """AttentionDistiller: the loss it returns, the frozen teacher, student-only
 checkpoints and its errors (tiny ViTs: width 32, depth 2, 32 px, patch 8)."""
+
 import copy
 import types
 
@@ -13,28 +14,42 @@ from mmpretrain.structures import DataSample
 
 from mmlvit.checkpoint import CheckpointError
 
-ARCH = dict(embed_dims=32, num_layers=2, num_heads=2,
-            feedforward_channels=64)
-PREPROCESSOR = dict(type='ClsDataPreprocessor', num_classes=10, mean=[0.5],
-                    std=[2.])
+ARCH = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+PREPROCESSOR = dict(
+    type='ClsDataPreprocessor', num_classes=10, mean=[0.5], std=[2.0]
+)
 
 
 def backbone_cfg(type='VisionTransformer', **kwargs):
-    return dict(type=type, arch=ARCH, img_size=32, patch_size=8,
-                in_channels=1, **kwargs)
+    return dict(
+        type=type,
+        arch=ARCH,
+        img_size=32,
+        patch_size=8,
+        in_channels=1,
+        **kwargs,
+    )
 
 
 def classifier_cfg(backbone, **kwargs):
-    return dict(type='ImageClassifier', backbone=backbone,
-                head=dict(type='VisionTransformerClsHead', num_classes=10,
-                          in_channels=backbone['arch']['embed_dims']),
-                **kwargs)
+    return dict(
+        type='ImageClassifier',
+        backbone=backbone,
+        head=dict(
+            type='VisionTransformerClsHead',
+            num_classes=10,
+            in_channels=backbone['arch']['embed_dims'],
+        ),
+        **kwargs,
+    )
 
 
 TEACHER = classifier_cfg(backbone_cfg())
 STUDENT = classifier_cfg(
-    backbone_cfg('LinearVisionTransformer',
-                 attn_cfg=dict(type='ReLULinearAttention')))
+    backbone_cfg(
+        'LinearVisionTransformer', attn_cfg=dict(type='ReLULinearAttention')
+    )
+)
 
 
 @pytest.fixture(scope='module')
@@ -52,8 +67,14 @@ def build(teacher_ckpt, student=STUDENT, teacher=TEACHER, **kwargs):
     torch.manual_seed(1)
     kwargs.setdefault('data_preprocessor', PREPROCESSOR)
     distiller = MODELS.build(
-        dict(type='AttentionDistiller', student=student, teacher=teacher,
-             teacher_checkpoint=str(teacher_ckpt), **kwargs))
+        dict(
+            type='AttentionDistiller',
+            student=student,
+            teacher=teacher,
+            teacher_checkpoint=str(teacher_ckpt),
+            **kwargs,
+        )
+    )
     distiller.init_weights()
     return distiller
 
@@ -61,7 +82,7 @@ def build(teacher_ckpt, student=STUDENT, teacher=TEACHER, **kwargs):
 def batch(size=4, seed=0):
     gen = torch.Generator().manual_seed(seed)
     inputs = torch.randn(size, 1, 32, 32, generator=gen)
-    labels = torch.randint(0, 10, (size, ), generator=gen)
+    labels = torch.randint(0, 10, (size,), generator=gen)
     samples = [DataSample().set_gt_label(int(y)) for y in labels]
     return inputs, samples
 
@@ -89,7 +110,7 @@ def attention_outputs(classifier, inputs):
 
 
 def mse64(a, b):
-    return ((a.double() - b.double())**2).mean()
+    return ((a.double() - b.double()) ** 2).mean()
 
 
 def test_total_loss_is_task_plus_50_mean_block_mse(teacher_ckpt):
@@ -106,16 +127,21 @@ def test_total_loss_is_task_plus_50_mean_block_mse(teacher_ckpt):
     expected = task.double() + 50 * torch.stack(block_mse).mean()
 
     assert set(losses) == {
-        'loss_task', 'loss_distill', 'attn_out_mse.0', 'attn_out_mse.1'
+        'loss_task',
+        'loss_distill',
+        'attn_out_mse.0',
+        'attn_out_mse.1',
     }
     torch.testing.assert_close(total.double(), expected, rtol=1e-5, atol=0)
     torch.testing.assert_close(losses['loss_task'], task)
     for i, value in enumerate(block_mse):
-        torch.testing.assert_close(losses[f'attn_out_mse.{i}'].double(),
-                                   value, rtol=1e-5, atol=0)
+        torch.testing.assert_close(
+            losses[f'attn_out_mse.{i}'].double(), value, rtol=1e-5, atol=0
+        )
     # Per-block values are logged but not summed into the total.
     torch.testing.assert_close(
-        log_vars['loss'], (losses['loss_task'] + losses['loss_distill']))
+        log_vars['loss'], (losses['loss_task'] + losses['loss_distill'])
+    )
     assert block_mse[0] > 0 and block_mse[1] > 0
 
 
@@ -126,22 +152,26 @@ def test_teacher_frozen_through_optimizer_steps(teacher_ckpt):
     before_t = copy.deepcopy(distiller.teacher.state_dict())
     before_s = copy.deepcopy(distiller.student.state_dict())
     optim = OptimWrapper(
-        torch.optim.AdamW(distiller.parameters(), lr=1e-2,
-                          weight_decay=0.05))
+        torch.optim.AdamW(distiller.parameters(), lr=1e-2, weight_decay=0.05)
+    )
     inputs, samples = batch()
     for _ in range(3):
         log_vars = distiller.train_step(
-            dict(inputs=list(inputs * 2 + 0.5), data_samples=samples),
-            optim)
+            dict(inputs=list(inputs * 2 + 0.5), data_samples=samples), optim
+        )
     assert torch.isfinite(log_vars['loss'])
     assert distiller.training and distiller.student.training
     assert not any(m.training for m in distiller.teacher.modules())
     for key, value in distiller.teacher.state_dict().items():
         assert torch.equal(value, before_t[key]), key
-    assert all(p.grad is None and not p.requires_grad
-               for p in distiller.teacher.parameters())
-    assert any(not torch.equal(v, before_s[k])
-               for k, v in distiller.student.state_dict().items())
+    assert all(
+        p.grad is None and not p.requires_grad
+        for p in distiller.teacher.parameters()
+    )
+    assert any(
+        not torch.equal(v, before_s[k])
+        for k, v in distiller.student.state_dict().items()
+    )
     # Dropout and drop path (0.3) are inactive: the teacher's recorded
     # outputs are the same on every call and equal the eval-mode ones.
     reference = attention_outputs(distiller.teacher.eval(), inputs)
@@ -149,8 +179,9 @@ def test_teacher_frozen_through_optimizer_steps(teacher_ckpt):
         losses = distiller.train()(inputs, samples, mode='loss')
         s_out = attention_outputs(distiller.student, inputs)
         for i, (s, t) in enumerate(zip(s_out, reference)):
-            torch.testing.assert_close(losses[f'attn_out_mse.{i}'],
-                                       torch.mean((s - t)**2))
+            torch.testing.assert_close(
+                losses[f'attn_out_mse.{i}'], torch.mean((s - t) ** 2)
+            )
 
 
 def test_init_weights_keeps_the_teacher_checkpoint(teacher_ckpt):
@@ -164,32 +195,43 @@ def test_student_modes_and_shared_preprocessor(teacher_ckpt):
     distiller = build(teacher_ckpt).eval()
     inputs, samples = batch()
     assert distiller.data_preprocessor is distiller.student.data_preprocessor
-    assert torch.equal(distiller(inputs, mode='tensor'),
-                       distiller.student(inputs, mode='tensor'))
+    assert torch.equal(
+        distiller(inputs, mode='tensor'),
+        distiller.student(inputs, mode='tensor'),
+    )
     pred = distiller(inputs, samples, mode='predict')
     ref = distiller.student(inputs, samples, mode='predict')
-    assert torch.equal(torch.stack([p.pred_score for p in pred]),
-                       torch.stack([p.pred_score for p in ref]))
+    assert torch.equal(
+        torch.stack([p.pred_score for p in pred]),
+        torch.stack([p.pred_score for p in ref]),
+    )
 
 
 def test_mixup_batch_is_the_same_for_teacher_and_student(teacher_ckpt):
-    student = dict(STUDENT, train_cfg=dict(
-        augments=[dict(type='Mixup', alpha=1.), dict(type='CutMix',
-                                                     alpha=1.)]))
+    student = dict(
+        STUDENT,
+        train_cfg=dict(
+            augments=[
+                dict(type='Mixup', alpha=1.0),
+                dict(type='CutMix', alpha=1.0),
+            ]
+        ),
+    )
     distiller = build(teacher_ckpt, student=student).train()
     np.random.seed(0)
     torch.manual_seed(0)
     seen = {}
     for name in ('teacher', 'student'):
         getattr(distiller, name).backbone.register_forward_pre_hook(
-            lambda m, args, name=name: seen.__setitem__(name, args[0]))
+            lambda m, args, name=name: seen.__setitem__(name, args[0])
+        )
     inputs, samples = batch(size=8)
     data = dict(inputs=list(inputs), data_samples=samples)
-    optim = OptimWrapper(torch.optim.SGD(distiller.parameters(), lr=0.))
+    optim = OptimWrapper(torch.optim.SGD(distiller.parameters(), lr=0.0))
     distiller.train_step(data, optim)
     assert torch.equal(seen['teacher'], seen['student'])
     # A batch augment ran: the images are not merely normalised.
-    assert not torch.allclose(seen['student'], (inputs - 0.5) / 2.)
+    assert not torch.allclose(seen['student'], (inputs - 0.5) / 2.0)
 
 
 def test_checkpoint_holds_the_student_alone(teacher_ckpt, tmp_path):
@@ -202,21 +244,23 @@ def test_checkpoint_holds_the_student_alone(teacher_ckpt, tmp_path):
     path = tmp_path / 'epoch_1.pth'
     torch.save(dict(state_dict=state, meta=dict()), path)
     from mmengine.runner import load_checkpoint
+
     plain = MODELS.build(STUDENT)
     load_checkpoint(plain, str(path), strict=True)
     plain.eval(), distiller.eval()
     inputs, _ = batch()
-    assert torch.equal(plain(inputs, mode='tensor'),
-                       distiller(inputs, mode='tensor'))
+    assert torch.equal(
+        plain(inputs, mode='tensor'), distiller(inputs, mode='tensor')
+    )
 
     # Resume: a student-only state dict loads strictly into a distiller;
     # the teacher keeps the weights of its checkpoint.
-    other = build(teacher_ckpt, distill_losses=[
-        dict(type='AttentionOutputMSE')
-    ])
+    other = build(
+        teacher_ckpt, distill_losses=[dict(type='AttentionOutputMSE')]
+    )
     with torch.no_grad():
         for p in other.parameters():
-            p.add_(1.)
+            p.add_(1.0)
     teacher_before = copy.deepcopy(distiller.teacher.state_dict())
     other.teacher.load_state_dict(teacher_before)
     other.load_state_dict(state, strict=True)
@@ -229,8 +273,9 @@ def test_checkpoint_holds_the_student_alone(teacher_ckpt, tmp_path):
     full.update({f'teacher.{k}': v + 1 for k, v in teacher_before.items()})
     other.load_state_dict(full, strict=True)
     key = 'backbone.layers.0.attn.qkv.weight'
-    assert torch.equal(other.teacher.state_dict()[key],
-                       teacher_before[key] + 1)
+    assert torch.equal(
+        other.teacher.state_dict()[key], teacher_before[key] + 1
+    )
 
 
 def test_ema_state_holds_the_student_alone(teacher_ckpt):
@@ -238,12 +283,11 @@ def test_ema_state_holds_the_student_alone(teacher_ckpt):
     ema = ExponentialMovingAverage(distiller)
     state = ema.state_dict()
     assert set(state) == {'steps'} | {
-        f'module.{k}'
-        for k in distiller.student.state_dict()
+        f'module.{k}' for k in distiller.student.state_dict()
     }
     with torch.no_grad():
         for p in distiller.student.parameters():
-            p.mul_(2.)
+            p.mul_(2.0)
     ema.update_parameters(distiller)
     ema.update_parameters(distiller)
     state = ema.state_dict()
@@ -253,13 +297,16 @@ def test_ema_state_holds_the_student_alone(teacher_ckpt):
         assert torch.equal(value, state[f'module.{key}'])
 
 
-def test_patch_tokens_matched_for_a_student_without_class_token(
-        teacher_ckpt):
+def test_patch_tokens_matched_for_a_student_without_class_token(teacher_ckpt):
     student = classifier_cfg(
-        backbone_cfg('LinearVisionTransformer',
-                     attn_cfg=dict(type='ReLULinearAttention'),
-                     with_cls_token=False, out_type='avg_featmap',
-                     pos_embed_type='sincos'))
+        backbone_cfg(
+            'LinearVisionTransformer',
+            attn_cfg=dict(type='ReLULinearAttention'),
+            with_cls_token=False,
+            out_type='avg_featmap',
+            pos_embed_type='sincos',
+        )
+    )
     distiller = build(teacher_ckpt, student=student).train()
     inputs, samples = batch()
     losses = distiller(inputs, samples, mode='loss')
@@ -268,35 +315,54 @@ def test_patch_tokens_matched_for_a_student_without_class_token(
         s_out = attention_outputs(distiller.student, inputs)
     assert s_out[0].shape[1] == 16 and t_out[0].shape[1] == 17
     for i in range(2):
-        torch.testing.assert_close(losses[f'attn_out_mse.{i}'].double(),
-                                   mse64(s_out[i], t_out[i][:, 1:]))
+        torch.testing.assert_close(
+            losses[f'attn_out_mse.{i}'].double(),
+            mse64(s_out[i], t_out[i][:, 1:]),
+        )
 
 
 def test_block_subset_and_extra_losses(teacher_ckpt):
-    distiller = build(teacher_ckpt, distill_losses=[
-        dict(type='AttentionOutputMSE', loss_weight=10., blocks=[-1],
-             tokens='patch'),
-        dict(type='AttentionMapMSE', loss_weight=100.),
-        dict(type='LogitKD', loss_weight=2., temperature=4.),
-    ]).train()
+    distiller = build(
+        teacher_ckpt,
+        distill_losses=[
+            dict(
+                type='AttentionOutputMSE',
+                loss_weight=10.0,
+                blocks=[-1],
+                tokens='patch',
+            ),
+            dict(type='AttentionMapMSE', loss_weight=100.0),
+            dict(type='LogitKD', loss_weight=2.0, temperature=4.0),
+        ],
+    ).train()
     inputs, samples = batch()
     losses = distiller(inputs, samples, mode='loss')
     assert set(losses) == {
-        'loss_task', 'loss_distill', 'attn_out_mse.1', 'attn_map_mse.0',
-        'attn_map_mse.1', 'logit_kl'
+        'loss_task',
+        'loss_distill',
+        'attn_out_mse.1',
+        'attn_map_mse.0',
+        'attn_map_mse.1',
+        'logit_kl',
     }
     with torch.no_grad():
         t_out = attention_outputs(distiller.teacher, inputs)
         s_out = attention_outputs(distiller.student, inputs)
-    torch.testing.assert_close(losses['attn_out_mse.1'].double(),
-                               mse64(s_out[1][:, 1:], t_out[1][:, 1:]))
-    expected = (10 * losses['attn_out_mse.1'] +
-                100 * (losses['attn_map_mse.0'] + losses['attn_map_mse.1']) /
-                2 + 2 * 16 * losses['logit_kl'])
+    torch.testing.assert_close(
+        losses['attn_out_mse.1'].double(),
+        mse64(s_out[1][:, 1:], t_out[1][:, 1:]),
+    )
+    expected = (
+        10 * losses['attn_out_mse.1']
+        + 100 * (losses['attn_map_mse.0'] + losses['attn_map_mse.1']) / 2
+        + 2 * 16 * losses['logit_kl']
+    )
     torch.testing.assert_close(losses['loss_distill'], expected)
     losses['loss_distill'].backward()
-    assert distiller.student.backbone.layers[0].attn.qkv.weight.grad.abs(
-    ).sum() > 0
+    assert (
+        distiller.student.backbone.layers[0].attn.qkv.weight.grad.abs().sum()
+        > 0
+    )
 
 
 def test_linear_decay_hook(teacher_ckpt):
@@ -314,8 +380,11 @@ def test_linear_decay_hook(teacher_ckpt):
     assert distiller.distill_scale == 1
     with pytest.raises(TypeError, match='needs an AttentionDistiller'):
         hook.before_train_iter(
-            types.SimpleNamespace(model=distiller.student, iter=0,
-                                  max_iters=1), 0)
+            types.SimpleNamespace(
+                model=distiller.student, iter=0, max_iters=1
+            ),
+            0,
+        )
     with pytest.raises(ValueError, match='end_factor'):
         HOOKS.build(dict(type='DistillLossDecayHook', end_factor=-1))
 
@@ -337,26 +406,45 @@ def test_width_mismatch_is_refused(teacher_ckpt):
 
 def test_missing_block_is_refused(teacher_ckpt):
     with pytest.raises(IndexError, match='block 2 does not exist'):
-        build(teacher_ckpt,
-              distill_losses=[dict(type='AttentionOutputMSE', blocks=[0, 2])])
+        build(
+            teacher_ckpt,
+            distill_losses=[dict(type='AttentionOutputMSE', blocks=[0, 2])],
+        )
 
 
 def test_map_loss_refuses_an_operator_without_map(teacher_ckpt):
     student = classifier_cfg(
-        backbone_cfg('LinearVisionTransformer',
-                     attn_cfg=dict(type='TTTAttention'),
-                     with_cls_token=False, out_type='avg_featmap',
-                     pos_embed_type='sincos'))
+        backbone_cfg(
+            'LinearVisionTransformer',
+            attn_cfg=dict(type='TTTAttention'),
+            with_cls_token=False,
+            out_type='avg_featmap',
+            pos_embed_type='sincos',
+        )
+    )
     with pytest.raises(TypeError, match='TTTAttention has no N x N'):
-        build(teacher_ckpt, student=student,
-              distill_losses=[dict(type='AttentionMapMSE', loss_weight=1.)])
+        build(
+            teacher_ckpt,
+            student=student,
+            distill_losses=[dict(type='AttentionMapMSE', loss_weight=1.0)],
+        )
+
+
+def test_logit_loss_needs_heads(teacher_ckpt):
+    with pytest.raises(ValueError, match='teacher has no head'):
+        build(
+            teacher_ckpt,
+            teacher=dict(TEACHER, head=None),
+            distill_losses=[dict(type='LogitKD')],
+        )
 
 
 def test_backbone_without_layers_is_refused(teacher_ckpt):
-    student = dict(type='ImageClassifier',
-                   backbone=dict(type='ResNet', depth=18, in_channels=1),
-                   head=dict(type='LinearClsHead', num_classes=10,
-                             in_channels=512))
+    student = dict(
+        type='ImageClassifier',
+        backbone=dict(type='ResNet', depth=18, in_channels=1),
+        head=dict(type='LinearClsHead', num_classes=10, in_channels=512),
+    )
     with pytest.raises(TypeError, match='student .ResNet. cannot be'):
         build(teacher_ckpt, student=student)
 
@@ -374,12 +462,17 @@ def test_teacher_checkpoint_must_cover_the_teacher(teacher_ckpt, tmp_path):
 
 def to_timm(state):
     """mmpretrain ViT keys -> timm keys (the layout of timm/DeiT files)."""
-    renames = [('backbone.patch_embed.projection', 'patch_embed.proj'),
-               ('backbone.ln1.', 'norm.'), ('backbone.layers.', 'blocks.'),
-               ('.ln1.', '.norm1.'), ('.ln2.', '.norm2.'),
-               ('.ffn.layers.0.0.', '.mlp.fc1.'),
-               ('.ffn.layers.1.', '.mlp.fc2.'),
-               ('head.layers.head.', 'head.'), ('backbone.', '')]
+    renames = [
+        ('backbone.patch_embed.projection', 'patch_embed.proj'),
+        ('backbone.ln1.', 'norm.'),
+        ('backbone.layers.', 'blocks.'),
+        ('.ln1.', '.norm1.'),
+        ('.ln2.', '.norm2.'),
+        ('.ffn.layers.0.0.', '.mlp.fc1.'),
+        ('.ffn.layers.1.', '.mlp.fc2.'),
+        ('head.layers.head.', 'head.'),
+        ('backbone.', ''),
+    ]
     timm = {}
     for key, value in state.items():
         for old, new in renames:
@@ -390,6 +483,7 @@ def to_timm(state):
 
 def test_timm_safetensors_teacher(teacher_ckpt, tmp_path):
     from safetensors.torch import save_file
+
     state = torch.load(teacher_ckpt, weights_only=True)['state_dict']
     path = tmp_path / 'model.safetensors'
     save_file({k: v.contiguous() for k, v in to_timm(state).items()}, path)

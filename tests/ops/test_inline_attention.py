@@ -48,6 +48,15 @@ def test_map_equals_formula_and_forward_equals_map_times_v():
     )
 
 
+def test_fp32_linear_path_matches_map_form():
+    q, k, v = qkv(B=1, h=3, N=197, d=16, dtype=torch.float32)
+    attn = inline_attention_map(q, k)
+    assert attn.dtype == torch.float32
+    torch.testing.assert_close(
+        inline_attention(q, k, v), attn @ v, rtol=1e-4, atol=1e-5
+    )
+
+
 def test_scale_argument():
     q, k, v = qkv(N=6)
     oracle = explicit_map(q, k, scale=0.2)

@@ -72,6 +72,19 @@ def test_map_equals_formula_and_forward_equals_map_times_v(kernel):
 
 
 @pytest.mark.parametrize('kernel', ['elu', 'relu'])
+def test_fp32_linear_path_matches_map_form(kernel):
+    q, k, v = qkv(B=1, h=3, N=197, d=16, dtype=torch.float32)
+    attn = kernel_attention_map(q, k, kernel=kernel)
+    assert attn.dtype == torch.float32
+    torch.testing.assert_close(
+        kernel_linear_attention(q, k, v, kernel=kernel),
+        attn @ v,
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+@pytest.mark.parametrize('kernel', ['elu', 'relu'])
 def test_positive_kernel_rows_are_distributions(kernel):
     q, k, _ = qkv(N=16)
     attn = kernel_attention_map(q, k, kernel=kernel)

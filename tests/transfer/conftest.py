@@ -1,11 +1,13 @@
 """Tiny classifiers and softmax checkpoints for the transfer tests."""
+
 import pytest
 import torch
 from mmengine.registry import init_default_scope
 from mmpretrain.registry import MODELS
+from transfer_helpers import backbone_cfg, classifier_cfg
 
 import mmlvit  # noqa: F401
-from transfer_helpers import backbone_cfg, classifier_cfg
+
 
 @pytest.fixture
 def build_classifier():
@@ -35,3 +37,13 @@ def softmax_state(build_classifier):
         }
 
     return state
+
+
+@pytest.fixture(autouse=True)
+def single_thread():
+    """Small SVDs/eigh run 30-100x slower with 2 threads on this shared
+    2-core machine than with one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -1,5 +1,6 @@
 """Copy policies, tensor by tensor: exactly the intended parameters come from
 the checkpoint, every other one keeps its fresh init."""
+
 import re
 
 import pytest
@@ -10,8 +11,16 @@ from transfer_helpers import TINY_ARCH, backbone_cfg
 from mmlvit.transfer import SETTINGS, TransferError, apply_init
 
 # The paper's settings table, restated independently of mmlvit's own.
-FULL = {'patch_embed', 'pos_embed', 'cls_token', 'norms', 'attn_qkv',
-        'attn_proj', 'mlp', 'final_norm'}
+FULL = {
+    'patch_embed',
+    'pos_embed',
+    'cls_token',
+    'norms',
+    'attn_qkv',
+    'attn_proj',
+    'mlp',
+    'final_norm',
+}
 PAPER_TABLE = {
     'Random': set(),
     'Copy': {'attn_qkv', 'attn_proj'},
@@ -57,8 +66,9 @@ def test_settings_match_the_paper_table():
 
 @pytest.mark.parametrize('setting', sorted(PAPER_TABLE))
 @pytest.mark.parametrize('attn', [None, 'ReLULinearAttention'])
-def test_copy_settings_tensor_by_tensor(setting, attn, build_classifier,
-                                        softmax_state):
+def test_copy_settings_tensor_by_tensor(
+    setting, attn, build_classifier, softmax_state
+):
     ckpt = softmax_state()
     fresh = dict(build_classifier(backbone_cfg(attn)).named_parameters())
     student = build_classifier(backbone_cfg(attn))
@@ -74,26 +84,30 @@ def test_custom_components_and_head(build_classifier, softmax_state):
     fresh = dict(build_classifier(backbone_cfg()).named_parameters())
     student = build_classifier(backbone_cfg())
     apply_init(student, ckpt, components=['head', 'final_norm', 'norms'])
-    copied = {k for k in ckpt
-              if in_components(k, ['head', 'final_norm', 'norms'])}
+    copied = {
+        k for k in ckpt if in_components(k, ['head', 'final_norm', 'norms'])
+    }
     assert_copied_exactly(student, fresh, ckpt, copied)
 
 
 def test_backbone_alone_is_accepted(build_classifier, softmax_state):
     ckpt = softmax_state()
     student = build_classifier(backbone_cfg('ELULinearAttention'))
-    fresh = dict(build_classifier(
-        backbone_cfg('ELULinearAttention')).named_parameters())
+    fresh = dict(
+        build_classifier(backbone_cfg('ELULinearAttention')).named_parameters()
+    )
     apply_init(student.backbone, ckpt, 'MLPCopy')
     copied = {k for k in ckpt if in_components(k, ['mlp'])}
     assert_copied_exactly(student, fresh, ckpt, copied)
-    with pytest.raises(TransferError, match='head component needs the '
-                       'classifier'):
+    with pytest.raises(
+        TransferError, match='head component needs the classifier'
+    ):
         apply_init(student.backbone, ckpt, components=['head'])
 
 
-def test_ttt_student_takes_standard_qkv_rows_only(build_classifier,
-                                                  softmax_state):
+def test_ttt_student_takes_standard_qkv_rows_only(
+    build_classifier, softmax_state
+):
     ckpt = softmax_state()
     attn = 'TTTAttention'
     fresh = dict(build_classifier(backbone_cfg(attn)).named_parameters())
@@ -105,25 +119,28 @@ def test_ttt_student_takes_standard_qkv_rows_only(build_classifier,
         for kind in ('weight', 'bias'):
             key = f'backbone.layers.{i}.attn.qkv.{kind}'
             assert params[key].shape[0] == 3 * C + 3 * (C // 2)
-            assert torch.equal(params[key][:3 * C], ckpt[key])
-            assert torch.equal(params[key][3 * C:], fresh[key][3 * C:])
+            assert torch.equal(params[key][: 3 * C], ckpt[key])
+            assert torch.equal(params[key][3 * C :], fresh[key][3 * C :])
             # The wider proj keeps its own init, bias included.
             key = f'backbone.layers.{i}.attn.proj.{kind}'
             assert torch.equal(params[key], fresh[key])
         for inner in ('w1', 'w2', 'w3'):
             key = f'backbone.layers.{i}.attn.{inner}'
             assert torch.equal(params[key], fresh[key])
-    copied = {k for k in ckpt
-              if in_components(k, FULL - {'attn_qkv', 'attn_proj'})
-              and k in params}
+    copied = {
+        k
+        for k in ckpt
+        if in_components(k, FULL - {'attn_qkv', 'attn_proj'}) and k in params
+    }
     copied_whole = copied | {k for k in params if '.attn.qkv.' in k}
     for key, param in params.items():
         if key not in copied_whole:
             assert torch.equal(param, fresh[key]), key
         elif key in copied:
             assert torch.equal(param, ckpt[key]), key
-    skipped = dict((r.key, r.reason) for r in report.records
-                   if r.action == 'skipped')
+    skipped = dict(
+        (r.key, r.reason) for r in report.records if r.action == 'skipped'
+    )
     assert 'no class token' in skipped['backbone.cls_token']
     assert 'sin-cos' in skipped['backbone.pos_embed']
     assert 'wider' in skipped['backbone.layers.0.attn.proj.weight']
@@ -133,8 +150,9 @@ def test_ttt_student_takes_standard_qkv_rows_only(build_classifier,
     assert 'the student has no class token' in table
 
 
-def test_mhla_extra_parameters_keep_their_init(build_classifier,
-                                               softmax_state):
+def test_mhla_extra_parameters_keep_their_init(
+    build_classifier, softmax_state
+):
     ckpt = softmax_state()
     attn = 'MHLAttention'
     fresh = dict(build_classifier(backbone_cfg(attn)).named_parameters())
@@ -142,21 +160,29 @@ def test_mhla_extra_parameters_keep_their_init(build_classifier,
     apply_init(student, ckpt, 'FullCopy')
     params = dict(student.named_parameters())
     copied = {k for k in ckpt if in_components(k, FULL) and k in params}
-    assert {'backbone.layers.0.attn.mixing',
-            'backbone.layers.0.attn.lepe.weight'} <= set(params) - copied
+    assert {
+        'backbone.layers.0.attn.mixing',
+        'backbone.layers.0.attn.lepe.weight',
+    } <= set(params) - copied
     assert_copied_exactly(student, fresh, ckpt, copied)
 
 
-def test_pos_embed_resized_and_class_row_dropped(build_classifier,
-                                                 softmax_state):
+def test_pos_embed_resized_and_class_row_dropped(
+    build_classifier, softmax_state
+):
     ckpt = softmax_state()  # 4x4 grid + class token
     grid = ckpt['backbone.pos_embed'][:, 1:].reshape(1, 4, 4, -1)
-    resized = F.interpolate(grid.permute(0, 3, 1, 2), size=(6, 6),
-                            mode='bicubic', align_corners=False)
+    resized = F.interpolate(
+        grid.permute(0, 3, 1, 2),
+        size=(6, 6),
+        mode='bicubic',
+        align_corners=False,
+    )
     resized = resized.flatten(2).transpose(1, 2)
 
-    student = build_classifier(backbone_cfg('ReLULinearAttention',
-                                            img_size=48))
+    student = build_classifier(
+        backbone_cfg('ReLULinearAttention', img_size=48)
+    )
     report = apply_init(student, ckpt, components=['pos_embed'])
     pos = student.backbone.pos_embed
     assert pos.shape == (1, 37, 32)
@@ -164,18 +190,23 @@ def test_pos_embed_resized_and_class_row_dropped(build_classifier,
     torch.testing.assert_close(pos[:, 1:], resized)
     assert 'resized from (1, 17, 32)' in report.table()
 
-    no_cls = build_classifier(backbone_cfg(
-        'ReLULinearAttention', with_cls_token=False, out_type='avg_featmap'))
+    no_cls = build_classifier(
+        backbone_cfg(
+            'ReLULinearAttention', with_cls_token=False, out_type='avg_featmap'
+        )
+    )
     report = apply_init(no_cls, ckpt, 'FullCopy')
-    assert torch.equal(no_cls.backbone.pos_embed,
-                       ckpt['backbone.pos_embed'][:, 1:])
+    assert torch.equal(
+        no_cls.backbone.pos_embed, ckpt['backbone.pos_embed'][:, 1:]
+    )
     assert 'backbone.cls_token' in [
         r.key for r in report.records if r.action == 'skipped'
     ]
 
 
-def test_class_token_student_needs_a_class_position(build_classifier,
-                                                    softmax_state):
+def test_class_token_student_needs_a_class_position(
+    build_classifier, softmax_state
+):
     ckpt = softmax_state(with_cls_token=False, out_type='avg_featmap')
     student = build_classifier(backbone_cfg('ReLULinearAttention'))
     before = student.backbone.pos_embed.clone()
@@ -184,10 +215,12 @@ def test_class_token_student_needs_a_class_position(build_classifier,
     assert torch.equal(student.backbone.pos_embed, before)
 
 
-def test_width_mismatch_lists_keys_and_writes_nothing(build_classifier,
-                                                      softmax_state):
-    wide = dict(embed_dims=48, num_layers=2, num_heads=2,
-                feedforward_channels=96)
+def test_width_mismatch_lists_keys_and_writes_nothing(
+    build_classifier, softmax_state
+):
+    wide = dict(
+        embed_dims=48, num_layers=2, num_heads=2, feedforward_channels=96
+    )
     ckpt = softmax_state(arch=wide)
     student = build_classifier(backbone_cfg('ReLULinearAttention'))
     before = {k: v.clone() for k, v in student.state_dict().items()}
@@ -195,57 +228,79 @@ def test_width_mismatch_lists_keys_and_writes_nothing(build_classifier,
         apply_init(student, ckpt, 'FullCopy')
     message = str(err.value)
     assert 'do not match the student in shape' in message
-    assert ('backbone.patch_embed.projection.weight: checkpoint '
-            '(48, 1, 8, 8) vs student (32, 1, 8, 8)') in message
-    with pytest.raises(TransferError,
-                       match=r'backbone\.layers\.0\.ffn\.layers\.0\.0\.weight:'
-                       r' checkpoint \(96, 48\) vs student \(64, 32\)'):
+    assert (
+        'backbone.patch_embed.projection.weight: checkpoint '
+        '(48, 1, 8, 8) vs student (32, 1, 8, 8)'
+    ) in message
+    with pytest.raises(
+        TransferError,
+        match=r'backbone\.layers\.0\.ffn\.layers\.0\.0\.weight:'
+        r' checkpoint \(96, 48\) vs student \(64, 32\)',
+    ):
         apply_init(student, ckpt, 'MLPCopy')
     for key, value in student.state_dict().items():
         assert torch.equal(value, before[key]), key
 
 
-def test_depth_mismatch_is_reported_not_fatal(build_classifier,
-                                              softmax_state):
+def test_depth_mismatch_is_reported_not_fatal(build_classifier, softmax_state):
     deep = dict(TINY_ARCH, num_layers=3)
     ckpt = softmax_state(arch=deep)
     student = build_classifier(backbone_cfg('ReLULinearAttention'))
     report = apply_init(student, ckpt, 'MLPCopy')
     orphans = [k for k in report.unused if k.startswith('backbone.layers.2.')]
     assert 'backbone.layers.2.ffn.layers.1.weight' in orphans
-    assert 'no counterpart in the student: backbone.layers.2.' in \
-        report.table()
+    assert (
+        'no counterpart in the student: backbone.layers.2.' in report.table()
+    )
 
     shallow = softmax_state()
-    deep_student = build_classifier(backbone_cfg('ReLULinearAttention',
-                                                 arch=deep))
-    fresh = dict(build_classifier(backbone_cfg(
-        'ReLULinearAttention', arch=deep)).named_parameters())
+    deep_student = build_classifier(
+        backbone_cfg('ReLULinearAttention', arch=deep)
+    )
+    fresh = dict(
+        build_classifier(
+            backbone_cfg('ReLULinearAttention', arch=deep)
+        ).named_parameters()
+    )
     report = apply_init(deep_student, shallow, 'MLPCopy')
-    assert_copied_exactly(deep_student, fresh, shallow,
-                          {k for k in shallow if in_components(k, ['mlp'])})
-    assert 'backbone.layers.2.ffn.layers.1.weight: not in checkpoint' in \
-        report.table()
+    assert_copied_exactly(
+        deep_student,
+        fresh,
+        shallow,
+        {k for k in shallow if in_components(k, ['mlp'])},
+    )
+    assert (
+        'backbone.layers.2.ffn.layers.1.weight: not in checkpoint'
+        in report.table()
+    )
 
 
 def test_missing_component_in_checkpoint(build_classifier, softmax_state):
-    ckpt = {k: v for k, v in softmax_state().items()
-            if not k.startswith('head.')}
+    ckpt = {
+        k: v for k, v in softmax_state().items() if not k.startswith('head.')
+    }
     student = build_classifier(backbone_cfg())
-    with pytest.raises(TransferError, match=r"no tensors for the requested "
-                       r"components \['head'\]"):
+    with pytest.raises(
+        TransferError,
+        match=r'no tensors for the requested '
+        r"components \['head'\]",
+    ):
         apply_init(student, ckpt, components=['head', 'mlp'])
 
 
-@pytest.mark.parametrize('setting, components, message', [
-    ('Linear', None, 'Unknown init setting'),
-    ('MLPCopy', ['mlps'], r"Unknown components \['mlps'\]"),
-    ('MLPCopy', 'mlp', 'must be a list'),
-    ('Mimetic', ['attn_qkv', 'mlp'], r"do not also copy \['attn_qkv'\]"),
-    ('Impulse', ['pos_embed'], r"do not also copy \['pos_embed'\]"),
-])
-def test_policy_errors(setting, components, message, build_classifier,
-                       softmax_state):
+@pytest.mark.parametrize(
+    'setting, components, message',
+    [
+        ('Linear', None, 'Unknown init setting'),
+        ('MLPCopy', ['mlps'], r"Unknown components \['mlps'\]"),
+        ('MLPCopy', 'mlp', 'must be a list'),
+        ('Mimetic', ['attn_qkv', 'mlp'], r"do not also copy \['attn_qkv'\]"),
+        ('Impulse', ['pos_embed'], r"do not also copy \['pos_embed'\]"),
+    ],
+)
+def test_policy_errors(
+    setting, components, message, build_classifier, softmax_state
+):
     student = build_classifier(backbone_cfg())
     with pytest.raises(TransferError, match=message):
         apply_init(student, softmax_state(), setting, components)
@@ -265,3 +320,42 @@ def test_analytical_setting_with_copied_mlp(build_classifier, softmax_state):
             assert key in report.keys('analytical')
         else:
             assert torch.equal(params[key], fresh[key])
+
+
+def registered_operators():
+    from mmpretrain.registry import MODELS
+
+    from mmlvit.models.attentions import BaseAttention
+
+    return sorted(
+        name
+        for name, cls in MODELS.module_dict.items()
+        if isinstance(cls, type) and issubclass(cls, BaseAttention)
+    )
+
+
+@pytest.mark.parametrize('attn', registered_operators())
+def test_fullcopy_into_every_registered_operator(
+    attn, build_classifier, softmax_state
+):
+    """Operator-agnostic copy: same-shaped tensors copied, wider qkv takes
+    its standard rows, everything else (operator extras) keeps its init."""
+    ckpt = softmax_state()
+    fresh = dict(build_classifier(backbone_cfg(attn)).named_parameters())
+    student = build_classifier(backbone_cfg(attn))
+    apply_init(student, ckpt, 'FullCopy')
+    wide_proj = any(
+        k.endswith('attn.proj.weight') and v.shape != ckpt[k].shape
+        for k, v in fresh.items()
+    )
+    for key, param in student.named_parameters():
+        src = ckpt.get(key) if in_components(key, FULL) else None
+        if src is not None and src.shape == param.shape:
+            expected = fresh[key] if wide_proj and '.proj.' in key else src
+            assert torch.equal(param, expected), key
+        elif src is not None and '.attn.qkv.' in key:
+            assert torch.equal(param[: len(src)], src), key
+            assert torch.equal(param[len(src) :], fresh[key][len(src) :])
+        else:
+            assert torch.equal(param, fresh[key]), key
+    student(torch.randn(2, 1, 32, 32), mode='tensor')

@@ -260,6 +260,11 @@ def linear_fit_error(tokens, mib):
     return residual / (max(mib) or 1.0)
 
 
+def ratio(a, b):
+    """a / b, NaN when b is 0 (a peak below the page granularity)."""
+    return a / b if b else math.nan
+
+
 def render(args, timing, flops, memory, gla):
     """The report as Markdown lines, and the list of missed targets."""
     lines = [
@@ -282,7 +287,7 @@ def render(args, timing, flops, memory, gla):
                 f'| {name} | {n_op} | {1e3 * timing[name][n]:.1f} | '
                 f'{speedup:.2f} | {flop_ratio:.2f} | {efficiency:.2f} | '
                 f'{memory[name][n]:.1f} | '
-                f'{memory[name][n] / max(memory[REFERENCE][n], 1e-3):.2f} |'
+                f'{ratio(memory[name][n], memory[REFERENCE][n]):.2f} |'
             )
             if (
                 name != REFERENCE
@@ -307,7 +312,7 @@ def render(args, timing, flops, memory, gla):
         growth = ''
         if len(ordered) > 1:
             growth = (
-                f', x{mib[-1] / mib[-2]:.2f} from N={ordered[-2]} to '
+                f', x{ratio(mib[-1], mib[-2]):.2f} from N={ordered[-2]} to '
                 f'{ordered[-1]} (tokens x{ordered[-1] / ordered[-2]:.2f})'
             )
         lines.append(f'- {name}: {deviation:.1%} off a line{growth}')

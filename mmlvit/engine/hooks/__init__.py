@@ -3,5 +3,7 @@ from .init_hook import SoftmaxToLinearInitHook
 from .mhla_clamp import MHLAMixingClampHook
 
 __all__ = [
-    'DistillLossDecayHook', 'MHLAMixingClampHook', 'SoftmaxToLinearInitHook'
+    'DistillLossDecayHook',
+    'MHLAMixingClampHook',
+    'SoftmaxToLinearInitHook',
 ]

@@ -1,4 +1,5 @@
 """A linear schedule for the distillation weight lambda."""
+
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmpretrain.registry import HOOKS
@@ -21,19 +22,25 @@ class DistillLossDecayHook(Hook):
 
     priority = 'NORMAL'
 
-    def __init__(self, end_factor=0.):
+    def __init__(self, end_factor=0.0):
         if end_factor < 0:
             raise ValueError(
                 f'DistillLossDecayHook: end_factor must be >= 0, got '
-                f'{end_factor}.')
+                f'{end_factor}.'
+            )
         self.end_factor = end_factor
 
     def before_train_iter(self, runner, batch_idx, data_batch=None):
-        model = runner.model.module if is_model_wrapper(
-            runner.model) else runner.model
+        model = (
+            runner.model.module
+            if is_model_wrapper(runner.model)
+            else runner.model
+        )
         if not hasattr(model, 'distill_scale'):
-            raise TypeError('DistillLossDecayHook needs an '
-                            'AttentionDistiller model, got '
-                            f'{type(model).__name__}.')
+            raise TypeError(
+                'DistillLossDecayHook needs an '
+                'AttentionDistiller model, got '
+                f'{type(model).__name__}.'
+            )
         progress = runner.iter / runner.max_iters
         model.distill_scale = 1 + (self.end_factor - 1) * progress

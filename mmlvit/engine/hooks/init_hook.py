@@ -27,8 +27,11 @@ class SoftmaxToLinearInitHook(Hook):
     :class:`mmlvit.transfer.CopyReport`.
 
     Args:
-        checkpoint (str): Softmax checkpoint file (any format of
-            :func:`mmlvit.transfer.load_softmax_checkpoint`).
+        checkpoint (str, optional): Softmax checkpoint file (any format of
+            :func:`mmlvit.transfer.load_softmax_checkpoint`). Defaults to
+            the config's ``model.teacher_checkpoint`` (a distillation run
+            copies from its teacher's file). Settings that copy nothing
+            (Random, Mimetic, Impulse) read no file.
         setting (str): Initialisation setting (``mmlvit.transfer.SETTINGS``:
             Random, Mimetic, Impulse, Copy, MLPCopy, FullCopy, Variant1-3).
             Defaults to 'MLPCopy'.
@@ -45,16 +48,18 @@ class SoftmaxToLinearInitHook(Hook):
     priority = 'VERY_HIGH'
 
     def __init__(
-        self, checkpoint, setting='MLPCopy', components=None, format='auto'
+        self,
+        checkpoint=None,
+        setting='MLPCopy',
+        components=None,
+        format='auto',
     ):
-        resolve_policy(setting, components)  # fail at build time
+        self.policy = resolve_policy(setting, components)  # fail early
         if format not in FORMATS:
             raise ValueError(
                 f'Unknown checkpoint format {format!r}; choose from {FORMATS}.'
             )
         self.checkpoint = checkpoint
-        self.setting = setting
-        self.components = components
         self.format = format
 
     def before_train(self, runner):
@@ -67,16 +72,40 @@ class SoftmaxToLinearInitHook(Hook):
                 'checkpoint; the softmax weights are not copied again.'
             )
             return
-        report = self.initialise(runner.model)
-        runner.logger.info(f'{report.table()}\n(from {self.checkpoint})')
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            checkpoint = runner.cfg.get('model', {}).get('teacher_checkpoint')
+        report = self.initialise(runner.model, checkpoint)
+        source = f'\n(from {checkpoint})' if self.policy.components else ''
+        runner.logger.info(report.table() + source)
 
-    def initialise(self, model):
+    def initialise(self, model, checkpoint=None):
         """Apply the policy to the student of ``model``.
+
+        Args:
+            model (nn.Module): A classifier or a distiller (``student``).
+            checkpoint (str, optional): Overrides the hook's checkpoint.
 
         Returns:
             mmlvit.transfer.CopyReport
         """
-        state_dict = load_softmax_checkpoint(self.checkpoint, self.format)
+        checkpoint = checkpoint or self.checkpoint
+        if not self.policy.components:
+            state_dict = {}  # nothing to copy, nothing to read
+        elif checkpoint is None:
+            raise ValueError(
+                f'SoftmaxToLinearInitHook: setting {self.policy.setting} '
+                f'copies {list(self.policy.components)} but no softmax '
+                "checkpoint is set: set the hook's checkpoint "
+                "(custom_hooks=[dict(type='SoftmaxToLinearInitHook', "
+                'checkpoint=PATH, ...)]) or, in a distillation config, '
+                'model.teacher_checkpoint.'
+            )
+        else:
+            state_dict = load_softmax_checkpoint(checkpoint, self.format)
         return apply_init(
-            find_student(model), state_dict, self.setting, self.components
+            find_student(model),
+            state_dict,
+            self.policy.setting,
+            self.policy.components,
         )

@@ -84,8 +84,11 @@ class MHLAttention(BaseAttention):
         """
         v = self.merge_heads(v)
         B, N, C = v.shape
-        grid = v.transpose(1, 2).reshape(B, C, *hw_shape)
-        return self.lepe(grid).flatten(2).transpose(1, 2)
+        # Tokens are channels-last already; CPU depthwise convs (forward and
+        # backward) are several times faster in that layout.
+        grid = v.reshape(B, *hw_shape, C).permute(0, 3, 1, 2)
+        grid = grid.contiguous(memory_format=torch.channels_last)
+        return self.lepe(grid).permute(0, 2, 3, 1).reshape(B, N, C)
 
     def forward(self, x, hw_shape):
         """(B, H*W, C) -> (B, H*W, C); never forms an N x N tensor."""

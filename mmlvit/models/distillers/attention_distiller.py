@@ -1,4 +1,5 @@
 """AttentionDistiller: a student trained against a frozen softmax teacher."""
+
 import copy
 
 import torch
@@ -31,12 +32,15 @@ def load_teacher_weights(teacher, checkpoint):
         raise CheckpointError(
             f'Teacher checkpoint {checkpoint} leaves {len(missing)} teacher '
             f'parameters unset (e.g. {", ".join(missing[:5])}): it does not '
-            'match the teacher config.')
+            'match the teacher config.'
+        )
     if unexpected:
         print_log(
             f'Teacher checkpoint {checkpoint}: {len(unexpected)} keys the '
             f'teacher does not have were skipped (e.g. '
-            f'{", ".join(unexpected[:5])}).', logger='current')
+            f'{", ".join(unexpected[:5])}).',
+            logger='current',
+        )
 
 
 def _student_key(key, prefix):
@@ -49,7 +53,7 @@ def _student_key(key, prefix):
     if key == prefix + STUDENT[:-1]:
         return prefix[:-1]
     if key.startswith(prefix + STUDENT):
-        return prefix + key[len(prefix + STUDENT):]
+        return prefix + key[len(prefix + STUDENT) :]
     return None
 
 
@@ -63,16 +67,27 @@ def _save_student_only(module, state_dict, prefix, local_metadata):
     if getattr(state_dict, '_metadata', None) is not None:
         tables.append(state_dict._metadata)
     for table in tables:
-        own = [(k, table.pop(k)) for k in list(table)
-               if k == prefix[:-1] or k.startswith(prefix)]
+        own = [
+            (k, table.pop(k))
+            for k in list(table)
+            if k == prefix[:-1] or k.startswith(prefix)
+        ]
         for key, value in own:
             new_key = _student_key(key, prefix)
             if new_key is not None:
                 table[new_key] = value
 
 
-def _load_student_only(module, state_dict, prefix, local_metadata, strict,
-                       missing_keys, unexpected_keys, error_msgs):
+def _load_student_only(
+    module,
+    state_dict,
+    prefix,
+    local_metadata,
+    strict,
+    missing_keys,
+    unexpected_keys,
+    error_msgs,
+):
     """load_state_dict pre-hook: accept a student-only (plain classifier)
     state dict, as written by :func:`_save_student_only`; the teacher keeps
     its weights. A state dict with ``student.*`` keys loads unchanged."""
@@ -80,7 +95,7 @@ def _load_student_only(module, state_dict, prefix, local_metadata, strict,
     if any(k.startswith((prefix + STUDENT, prefix + TEACHER)) for k in own):
         return
     for key in own:
-        state_dict[prefix + STUDENT + key[len(prefix):]] = state_dict.pop(key)
+        state_dict[prefix + STUDENT + key[len(prefix) :]] = state_dict.pop(key)
     for key, value in module.teacher.state_dict().items():
         state_dict[prefix + TEACHER + key] = value
 
@@ -130,21 +145,25 @@ class AttentionDistiller(BaseModel):
             schedule hook (``DistillLossDecayHook``) changes it.
     """
 
-    def __init__(self,
-                 student,
-                 teacher,
-                 teacher_checkpoint,
-                 distill_losses=(dict(type='AttentionOutputMSE'), ),
-                 data_preprocessor=None,
-                 init_cfg=None):
+    def __init__(
+        self,
+        student,
+        teacher,
+        teacher_checkpoint,
+        distill_losses=(dict(type='AttentionOutputMSE'),),
+        data_preprocessor=None,
+        init_cfg=None,
+    ):
         if isinstance(student, dict):
             student = dict(student)
             if data_preprocessor is not None:
-                student.setdefault('data_preprocessor',
-                                   copy.deepcopy(data_preprocessor))
+                student.setdefault(
+                    'data_preprocessor', copy.deepcopy(data_preprocessor)
+                )
             student = MODELS.build(student)
-        super().__init__(data_preprocessor=student.data_preprocessor,
-                         init_cfg=init_cfg)
+        super().__init__(
+            data_preprocessor=student.data_preprocessor, init_cfg=init_cfg
+        )
         self.student = student
         self.teacher = MODELS.build(teacher)
         load_teacher_weights(self.teacher, teacher_checkpoint)
@@ -152,22 +171,35 @@ class AttentionDistiller(BaseModel):
         self.teacher.eval()
         self.teacher.is_init = True  # init_weights() must not reset it
         self.distill_losses = nn.ModuleList(
-            MODELS.build(cfg) for cfg in distill_losses)
-        self.distill_scale = 1.
+            MODELS.build(cfg) for cfg in distill_losses
+        )
+        self.distill_scale = 1.0
 
         student_attns = attention_modules(self.student, 'student')
         teacher_attns = attention_modules(self.teacher, 'teacher')
         self._check_shapes(student_attns, teacher_attns)
         depth = len(student_attns)
-        self.blocks = sorted({
-            i
-            for loss in self.distill_losses
-            for i in loss.block_indices(depth)
-        })
+        self.blocks = sorted(
+            {
+                i
+                for loss in self.distill_losses
+                for i in loss.block_indices(depth)
+            }
+        )
         for loss in self.distill_losses:
             loss.check_modules(student_attns, teacher_attns)
-        self.record_inputs = any(l.needs_inputs for l in self.distill_losses)
-        self.record_logits = any(l.needs_logits for l in self.distill_losses)
+        self.record_inputs = any(
+            loss.needs_inputs for loss in self.distill_losses
+        )
+        self.record_logits = any(
+            loss.needs_logits for loss in self.distill_losses
+        )
+        for role in ('student', 'teacher'):
+            if self.record_logits and getattr(self, role).head is None:
+                raise ValueError(
+                    f'The {role} has no head, but a distillation loss '
+                    'compares logits.'
+                )
 
         self.register_state_dict_post_hook(_save_student_only)
         self.register_load_state_dict_pre_hook(_load_student_only)
@@ -178,7 +210,8 @@ class AttentionDistiller(BaseModel):
             raise ValueError(
                 f'The student has {len(student_attns)} blocks and the '
                 f'teacher {len(teacher_attns)}: block-wise distillation '
-                'needs the same depth.')
+                'needs the same depth.'
+            )
         for i, (s, t) in enumerate(zip(student_attns, teacher_attns)):
             s_dims = getattr(s, 'embed_dims', None)
             t_dims = getattr(t, 'embed_dims', None)
@@ -186,7 +219,8 @@ class AttentionDistiller(BaseModel):
                 raise ValueError(
                     f'Block {i}: the student attention is {s_dims} wide and '
                     f'the teacher attention {t_dims}: block-wise '
-                    'distillation needs the same width.')
+                    'distillation needs the same width.'
+                )
 
     def train(self, mode=True):
         """Set the student's mode; the teacher always stays in eval mode."""
@@ -219,18 +253,28 @@ class AttentionDistiller(BaseModel):
             dict[str, Tensor]: ``loss_task`` (and the student's other
             entries), ``loss_distill`` and the losses' log entries.
         """
-        record = dict(blocks=self.blocks, inputs=self.record_inputs,
-                      logits=self.record_logits)
-        with torch.no_grad(), AttentionRecording(
-                self.teacher, role='teacher', **record) as teacher:
+        record = dict(
+            blocks=self.blocks,
+            inputs=self.record_inputs,
+            logits=self.record_logits,
+        )
+        with (
+            torch.no_grad(),
+            AttentionRecording(
+                self.teacher, role='teacher', **record
+            ) as teacher,
+        ):
             self.teacher(inputs, mode='tensor')
-        with AttentionRecording(self.student, role='student',
-                                **record) as student:
+        with AttentionRecording(
+            self.student, role='student', **record
+        ) as student:
             task_losses = self.student.loss(inputs, data_samples)
 
-        losses = {('loss_task' if k == 'loss' else k): v
-                  for k, v in task_losses.items()}
-        distill = 0.
+        losses = {
+            ('loss_task' if k == 'loss' else k): v
+            for k, v in task_losses.items()
+        }
+        distill = 0.0
         for loss in self.distill_losses:
             value, logs = loss(student, teacher)
             distill = distill + value

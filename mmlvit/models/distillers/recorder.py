@@ -20,7 +20,8 @@ def attention_modules(classifier, role='model'):
         raise TypeError(
             f'The {role} ({type(backbone).__name__}) cannot be distilled: '
             'attention outputs are recorded at backbone.layers.{i}.attn, '
-            'which it does not have.')
+            'which it does not have.'
+        )
     return [layer.attn for layer in layers]
 
 
@@ -48,12 +49,14 @@ class AttentionRecording:
             token), from the backbone's ``num_extra_tokens``.
     """
 
-    def __init__(self, classifier, blocks, inputs=False, logits=False,
-                 role='model'):
+    def __init__(
+        self, classifier, blocks, inputs=False, logits=False, role='model'
+    ):
         self.modules = attention_modules(classifier, role)
         self.depth = len(self.modules)
-        self.num_extra_tokens = getattr(classifier.backbone,
-                                        'num_extra_tokens', None)
+        self.num_extra_tokens = getattr(
+            classifier.backbone, 'num_extra_tokens', None
+        )
         self.blocks = blocks
         self.head = classifier.head if logits else None
         self.record_inputs = inputs
@@ -62,11 +65,15 @@ class AttentionRecording:
 
     def __enter__(self):
         for i in self.blocks:
-            self._handles.append(self.modules[i].register_forward_hook(
-                self._attention_hook(i), with_kwargs=True))
+            self._handles.append(
+                self.modules[i].register_forward_hook(
+                    self._attention_hook(i), with_kwargs=True
+                )
+            )
         if self.head is not None:
             self._handles.append(
-                self.head.register_forward_hook(self._head_hook))
+                self.head.register_forward_hook(self._head_hook)
+            )
         return self
 
     def __exit__(self, *exc_info):

@@ -4,6 +4,9 @@ from .distill_base import BlockwiseDistillLoss, DistillLoss
 from .logit_kd import LogitKD
 
 __all__ = [
-    'AttentionMapMSE', 'AttentionOutputMSE', 'BlockwiseDistillLoss',
-    'DistillLoss', 'LogitKD'
+    'AttentionMapMSE',
+    'AttentionOutputMSE',
+    'BlockwiseDistillLoss',
+    'DistillLoss',
+    'LogitKD',
 ]

@@ -1,4 +1,5 @@
 """Attention-map distillation, the paper's map-matching ablation."""
+
 import torch
 import torch.nn.functional as F
 from mmpretrain.models.utils import MultiheadAttention
@@ -21,10 +22,14 @@ def softmax_attention_map(attn, x):
         Tensor: (B, h, N, N), rows sum to 1.
     """
     B, N, _ = x.shape
-    q, k, _ = attn.qkv(x).reshape(B, N, 3, attn.num_heads,
-                                  attn.head_dims).permute(2, 0, 3, 1, 4)
-    return torch.softmax(q @ k.transpose(-2, -1) * attn.head_dims**-0.5,
-                         dim=-1)
+    q, k, _ = (
+        attn.qkv(x)
+        .reshape(B, N, 3, attn.num_heads, attn.head_dims)
+        .permute(2, 0, 3, 1, 4)
+    )
+    return torch.softmax(
+        q @ k.transpose(-2, -1) * attn.head_dims**-0.5, dim=-1
+    )
 
 
 def attention_map(attn, args, kwargs):
@@ -39,12 +44,14 @@ def check_map_capable(attn, role):
     if isinstance(attn, MultiheadAttention):
         return
     if not isinstance(attn, BaseAttention) or (
-            type(attn).attention_map is BaseAttention.attention_map):
+        type(attn).attention_map is BaseAttention.attention_map
+    ):
         raise TypeError(
             f'AttentionMapMSE: the {role} attention '
             f'{type(attn).__name__} has no N x N attention map; map '
             'matching needs map-capable operators (softmax, ELU, ReLU, '
-            'InLine, GLA). Use AttentionOutputMSE instead.')
+            'InLine, GLA). Use AttentionOutputMSE instead.'
+        )
 
 
 @MODELS.register_module()
@@ -76,12 +83,15 @@ class AttentionMapMSE(BlockwiseDistillLoss):
     needs_inputs = True
     log_name = 'attn_map_mse'
 
-    def __init__(self, loss_weight, blocks='all', tokens='all',
-                 num_queries=None):
+    def __init__(
+        self, loss_weight, blocks='all', tokens='all', num_queries=None
+    ):
         super().__init__(loss_weight, blocks=blocks, tokens=tokens)
         if num_queries is not None and num_queries < 1:
-            raise ValueError('AttentionMapMSE: num_queries must be a '
-                             f'positive number of rows, got {num_queries}.')
+            raise ValueError(
+                'AttentionMapMSE: num_queries must be a '
+                f'positive number of rows, got {num_queries}.'
+            )
         self.num_queries = num_queries
 
     def check_modules(self, student_attns, teacher_attns):
@@ -106,8 +116,15 @@ class AttentionMapMSE(BlockwiseDistillLoss):
         for i in blocks:
             rows = self._sample_rows(student, teacher, i)
             per_block.append(
-                checkpoint(self._block_mse, student, teacher, i, rows,
-                           use_reentrant=False))
+                checkpoint(
+                    self._block_mse,
+                    student,
+                    teacher,
+                    i,
+                    rows,
+                    use_reentrant=False,
+                )
+            )
         per_block = torch.stack(per_block)
         logs = {
             f'{self.log_name}.{i}': value.detach()
@@ -120,13 +137,15 @@ class AttentionMapMSE(BlockwiseDistillLoss):
         if self.num_queries is None:
             return None
         x_s, x_t = student.inputs[i][0][0], teacher.inputs[i][0][0]
-        x_s, _ = self.match_tokens(x_s, x_t, student.num_extra_tokens,
-                                   teacher.num_extra_tokens)
+        x_s, _ = self.match_tokens(
+            x_s, x_t, student.num_extra_tokens, teacher.num_extra_tokens
+        )
         num_tokens = x_s.shape[1]
         if self.num_queries >= num_tokens:
             return None
-        return torch.randperm(num_tokens,
-                              device=x_s.device)[:self.num_queries]
+        return torch.randperm(num_tokens, device=x_s.device)[
+            : self.num_queries
+        ]
 
     def _block_mse(self, student, teacher, i, rows):
         s_map = attention_map(student.modules[i], *student.inputs[i])
@@ -135,11 +154,16 @@ class AttentionMapMSE(BlockwiseDistillLoss):
         if s_map.shape[1] != t_map.shape[1]:
             raise ValueError(
                 f'AttentionMapMSE: block {i} of the student has '
-                f'{s_map.shape[1]} heads, the teacher {t_map.shape[1]}.')
+                f'{s_map.shape[1]} heads, the teacher {t_map.shape[1]}.'
+            )
         for dim in (-1, -2):
-            s_map, t_map = self.match_tokens(s_map, t_map,
-                                             student.num_extra_tokens,
-                                             teacher.num_extra_tokens, dim)
+            s_map, t_map = self.match_tokens(
+                s_map,
+                t_map,
+                student.num_extra_tokens,
+                teacher.num_extra_tokens,
+                dim,
+            )
         if rows is not None:
             s_map, t_map = s_map[..., rows, :], t_map[..., rows, :]
         return F.mse_loss(s_map.float(), t_map.float())

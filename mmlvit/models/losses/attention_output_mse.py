@@ -1,4 +1,5 @@
 """Attention-output distillation, the paper's "distill what differs"."""
+
 import torch
 import torch.nn.functional as F
 from mmpretrain.registry import MODELS
@@ -27,7 +28,7 @@ class AttentionOutputMSE(BlockwiseDistillLoss):
 
     log_name = 'attn_out_mse'
 
-    def __init__(self, loss_weight=50., blocks='all', tokens='all'):
+    def __init__(self, loss_weight=50.0, blocks='all', tokens='all'):
         super().__init__(loss_weight, blocks=blocks, tokens=tokens)
 
     def forward(self, student, teacher):
@@ -44,9 +45,12 @@ class AttentionOutputMSE(BlockwiseDistillLoss):
         blocks = self.block_indices(student.depth)
         per_block = []
         for i in blocks:
-            s, t = self.match_tokens(student.outputs[i], teacher.outputs[i],
-                                     student.num_extra_tokens,
-                                     teacher.num_extra_tokens)
+            s, t = self.match_tokens(
+                student.outputs[i],
+                teacher.outputs[i],
+                student.num_extra_tokens,
+                teacher.num_extra_tokens,
+            )
             per_block.append(F.mse_loss(s.float(), t.float()))
         per_block = torch.stack(per_block)
         logs = {

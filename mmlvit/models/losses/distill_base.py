@@ -1,5 +1,6 @@
 """The interface of the distillation losses, and the block and token
 selection of the block-wise ones."""
+
 import torch.nn as nn
 
 TOKEN_CHOICES = ('all', 'patch')
@@ -49,14 +50,19 @@ class BlockwiseDistillLoss(DistillLoss):
     def __init__(self, loss_weight, blocks='all', tokens='all'):
         super().__init__()
         if tokens not in TOKEN_CHOICES:
-            raise ValueError(f'{type(self).__name__}: tokens must be one of '
-                             f'{TOKEN_CHOICES}, got {tokens!r}.')
-        if blocks != 'all' and not (isinstance(blocks, (list, tuple))
-                                    and blocks and all(
-                                        isinstance(b, int) for b in blocks)):
+            raise ValueError(
+                f'{type(self).__name__}: tokens must be one of '
+                f'{TOKEN_CHOICES}, got {tokens!r}.'
+            )
+        if blocks != 'all' and not (
+            isinstance(blocks, (list, tuple))
+            and blocks
+            and all(isinstance(b, int) for b in blocks)
+        ):
             raise ValueError(
                 f"{type(self).__name__}: blocks must be 'all' or a non-empty "
-                f'list of block indices, got {blocks!r}.')
+                f'list of block indices, got {blocks!r}.'
+            )
         self.loss_weight = loss_weight
         self.blocks = blocks
         self.tokens = tokens
@@ -74,12 +80,14 @@ class BlockwiseDistillLoss(DistillLoss):
             if not -depth <= block < depth:
                 raise IndexError(
                     f'{type(self).__name__}: block {block} does not exist; '
-                    f'the models have {depth} blocks (0..{depth - 1}).')
+                    f'the models have {depth} blocks (0..{depth - 1}).'
+                )
             indices.append(block % depth)
         return sorted(set(indices))
 
-    def match_tokens(self, student, teacher, student_extra, teacher_extra,
-                     dim=1):
+    def match_tokens(
+        self, student, teacher, student_extra, teacher_extra, dim=1
+    ):
         """Cut two token sequences to the tokens that are compared.
 
         Args:
@@ -99,16 +107,20 @@ class BlockwiseDistillLoss(DistillLoss):
             raise ValueError(
                 f'{type(self).__name__}: matching patch tokens needs the '
                 'backbones to state their num_extra_tokens (as mmpretrain '
-                'VisionTransformer does).')
+                'VisionTransformer does).'
+            )
         else:
             kind = 'patch tokens'
-            student = student.narrow(dim, student_extra,
-                                     student.shape[dim] - student_extra)
-            teacher = teacher.narrow(dim, teacher_extra,
-                                     teacher.shape[dim] - teacher_extra)
+            student = student.narrow(
+                dim, student_extra, student.shape[dim] - student_extra
+            )
+            teacher = teacher.narrow(
+                dim, teacher_extra, teacher.shape[dim] - teacher_extra
+            )
         if student.shape[dim] != teacher.shape[dim]:
             raise ValueError(
                 f'{type(self).__name__}: the student has '
                 f'{student.shape[dim]} {kind}, the teacher '
-                f'{teacher.shape[dim]}: they must see the same patch grid.')
+                f'{teacher.shape[dim]}: they must see the same patch grid.'
+            )
         return student, teacher

@@ -1,4 +1,5 @@
 """Logit distillation (Hinton et al. 2015), an extra to the paper's loss."""
+
 import torch.nn.functional as F
 from mmpretrain.registry import MODELS
 
@@ -21,11 +22,12 @@ class LogitKD(DistillLoss):
 
     needs_logits = True
 
-    def __init__(self, loss_weight=1., temperature=1.):
+    def __init__(self, loss_weight=1.0, temperature=1.0):
         super().__init__()
         if temperature <= 0:
             raise ValueError(
-                f'LogitKD: temperature must be > 0, got {temperature}.')
+                f'LogitKD: temperature must be > 0, got {temperature}.'
+            )
         self.loss_weight = loss_weight
         self.temperature = temperature
 
@@ -45,9 +47,13 @@ class LogitKD(DistillLoss):
             raise ValueError(
                 f'LogitKD: student logits {tuple(s.shape)} and teacher '
                 f'logits {tuple(t.shape)} differ; the heads must predict the '
-                'same classes.')
+                'same classes.'
+            )
         T = self.temperature
-        kl = F.kl_div(F.log_softmax(s.float() / T, dim=-1),
-                      F.log_softmax(t.float() / T, dim=-1),
-                      reduction='batchmean', log_target=True)
+        kl = F.kl_div(
+            F.log_softmax(s.float() / T, dim=-1),
+            F.log_softmax(t.float() / T, dim=-1),
+            reduction='batchmean',
+            log_target=True,
+        )
         return self.loss_weight * T**2 * kl, {'logit_kl': kl.detach()}

@@ -1,0 +1,68 @@
+# Food-101 (101 classes; 75,750 train / 25,250 test images) with the paper's
+# recipe at 224 px (mmpretrain's Food101 class).
+# data_root = data/food-101, the extracted food-101.tar.gz:
+#   data/food-101/images/apple_pie/*.jpg ...   (101 class folders)
+#   data/food-101/meta/train.txt, test.txt     ("apple_pie/1005649" lines)
+# Batch: 64 per GPU x 8 GPUs = 512 in total (the paper's batch).
+dataset_type = 'Food101'
+data_root = 'data/food-101'
+data_preprocessor = dict(
+    num_classes=101,
+    # ImageNet mean/std (RGB); the pipeline yields BGR, to_rgb flips it.
+    mean=[123.675, 116.28, 103.53],
+    std=[58.395, 57.12, 57.375],
+    to_rgb=True,
+)
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(
+        type='RandomResizedCrop',
+        scale=224,
+        backend='pillow',
+        interpolation='bicubic',
+    ),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='ColorJitter', brightness=0.4, contrast=0.4, saturation=0.4),
+    dict(type='PackInputs'),
+]
+
+# Center crop 0.9: shorter side to 224 / 0.9 = 249, then the central 224.
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(
+        type='ResizeEdge',
+        scale=249,
+        edge='short',
+        backend='pillow',
+        interpolation='bicubic',
+    ),
+    dict(type='CenterCrop', crop_size=224),
+    dict(type='PackInputs'),
+]
+
+train_dataloader = dict(
+    batch_size=64,
+    num_workers=8,
+    dataset=dict(
+        type=dataset_type,
+        data_root=data_root,
+        split='train',
+        pipeline=train_pipeline,
+    ),
+    sampler=dict(type='DefaultSampler', shuffle=True),
+)
+val_dataloader = dict(
+    batch_size=128,
+    num_workers=8,
+    dataset=dict(
+        type=dataset_type,
+        data_root=data_root,
+        split='test',
+        pipeline=test_pipeline,
+    ),
+    sampler=dict(type='DefaultSampler', shuffle=False),
+)
+val_evaluator = dict(type='Accuracy', topk=(1, 5))
+test_dataloader = val_dataloader
+test_evaluator = val_evaluator

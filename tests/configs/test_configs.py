@@ -1,0 +1,163 @@
+"""Every config parses and builds its model; the flagship trains a few
+iterations end to end on tiny data with a synthetic DeiT-B checkpoint."""
+import copy
+import glob
+import os.path as osp
+import subprocess
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import init_default_scope
+from mmpretrain.registry import MODELS, TRANSFORMS
+
+from mmlvit.checkpoint import load_checkpoint_file
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+ALL_CONFIGS = sorted(
+    osp.relpath(p, ROOT)
+    for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'),
+                       recursive=True))
+EXPERIMENTS = [c for c in ALL_CONFIGS if '_base_' not in c]
+FLAGSHIP = 'configs/lvit/vit-b_gla_copy-distill_in1k.py'
+
+
+def load(path):
+    return Config.fromfile(osp.join(ROOT, path))
+
+
+def structure_key(model_cfg):
+    """The model config without class counts: configs that differ only in
+    their head's width build the same modules."""
+    model_cfg = copy.deepcopy(model_cfg.to_dict())
+
+    def strip(node):
+        if isinstance(node, dict):
+            node.pop('num_classes', None)
+            node.pop('teacher_checkpoint', None)
+            for value in node.values():
+                strip(value)
+        elif isinstance(node, list):
+            for value in node:
+                strip(value)
+
+    strip(model_cfg)
+    return repr(model_cfg)
+
+
+@pytest.fixture(scope='module')
+def teacher_checkpoints(tmp_path_factory):
+    """Synthetic mmpretrain checkpoints of softmax DeiT-T/S/B classifiers."""
+    init_default_scope('mmpretrain')
+    folder = tmp_path_factory.mktemp('teachers')
+    paths = {}
+    for size in 'tsb':
+        cfg = load(f'configs/_base_/models/deit-{size}.py')
+        model = MODELS.build(cfg.model)
+        paths[cfg.model.backbone.arch] = str(folder / f'deit-{size}.pth')
+        torch.save({'state_dict': model.state_dict()},
+                   paths[cfg.model.backbone.arch])
+    return paths
+
+
+def test_every_config_parses():
+    assert len(EXPERIMENTS) >= 60
+    for path in ALL_CONFIGS:
+        cfg = load(path)
+        if path in EXPERIMENTS:
+            assert 'model' in cfg and 'train_dataloader' in cfg, path
+
+
+@pytest.mark.parametrize('path', EXPERIMENTS)
+def test_config_heads_match_data(path):
+    """The student's head and the data preprocessor agree on the classes."""
+    cfg = load(path)
+    model = cfg.model.get('student', cfg.model)
+    assert model.head.num_classes == cfg.data_preprocessor.num_classes, path
+
+
+def test_every_model_builds(teacher_checkpoints):
+    init_default_scope('mmpretrain')
+    built = set()
+    for path in EXPERIMENTS:
+        cfg = load(path)
+        key = structure_key(cfg.model)
+        if key in built:
+            continue
+        built.add(key)
+        model_cfg = cfg.model
+        if model_cfg.type == 'AttentionDistiller':
+            arch = model_cfg.teacher.backbone.arch
+            model_cfg.teacher_checkpoint = teacher_checkpoints[arch]
+        model = MODELS.build(model_cfg)
+        model.init_weights()
+        assert sum(p.numel() for p in model.parameters()) > 0, path
+    assert len(built) >= 10
+
+
+@pytest.mark.parametrize('path', EXPERIMENTS)
+def test_pipelines_build_and_run(path):
+    import numpy as np
+    cfg = load(path)
+    init_default_scope('mmpretrain')
+    for loader in ('train_dataloader', 'test_dataloader'):
+        pipeline = [TRANSFORMS.build(t) for t in cfg[loader].dataset.pipeline]
+        channels = cfg.model.get('student', cfg.model).backbone.get(
+            'in_channels', 3)
+        shape = (40, 48) if channels == 1 else (40, 48, 3)
+        results = dict(img=np.random.randint(0, 255, shape, np.uint8),
+                       gt_label=1)
+        for transform in pipeline:
+            results = transform(results)
+        assert results['inputs'].shape[0] == channels, path
+
+
+def test_flagship_trains_on_tiny_data(tmp_path, teacher_checkpoints, python):
+    """A few iterations of the flagship recipe on a tiny image folder."""
+    import numpy as np
+    from PIL import Image
+
+    data = tmp_path / 'data'
+    for split in ('train', 'val'):
+        for label in ('n01440764', 'n01443537'):
+            folder = data / split / label
+            folder.mkdir(parents=True)
+            for i in range(2):
+                pixels = np.random.randint(0, 255, (64, 80, 3), np.uint8)
+                Image.fromarray(pixels).save(folder / f'{i}.png')
+    options = [
+        f'model.teacher_checkpoint={teacher_checkpoints["deit-base"]}',
+        'train_dataloader.batch_size=2', 'train_dataloader.num_workers=0',
+        'val_dataloader.batch_size=2', 'val_dataloader.num_workers=0',
+        'train_dataloader.dataset.type=CustomDataset',
+        f'train_dataloader.dataset.data_root={data}',
+        'train_dataloader.dataset.data_prefix=train',
+        'val_dataloader.dataset.type=CustomDataset',
+        f'val_dataloader.dataset.data_root={data}',
+        'val_dataloader.dataset.data_prefix=val',
+        'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
+        'default_hooks.logger.interval=1',
+        'model.student.head.num_classes=2',
+        'data_preprocessor.num_classes=2',
+        'val_evaluator.topk=[1]',
+    ]
+    out = subprocess.run(
+        [python, 'tools/train.py', FLAGSHIP, '--work-dir',
+         str(tmp_path / 'work'), '--cfg-options', *options],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-4000:]
+    assert 'Epoch(train) [1][2/2]' in log
+    assert 'loss_distill' in log
+    assert 'SoftmaxToLinearInitHook' in log
+    ckpt = load_checkpoint_file(tmp_path / 'work' / 'epoch_1.pth')
+    assert not any(k.startswith('teacher.') for k in ckpt['state_dict'])
+
+
+def test_missing_teacher_checkpoint_names_the_field(tmp_path, python):
+    out = subprocess.run(
+        [python, 'tools/train.py', FLAGSHIP, '--work-dir',
+         str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+        timeout=600)
+    assert out.returncode != 0
+    assert 'model.teacher_checkpoint' in out.stderr

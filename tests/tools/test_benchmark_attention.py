@@ -1,0 +1,79 @@
+"""Smoke test of tools/analysis/benchmark_attention.py at tiny sizes (the
+real benchmark is documented in docs/benchmarks.md, not run here)."""
+
+import importlib.util
+import json
+import os.path as osp
+
+import pytest
+import torch
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+SCRIPT = osp.join(REPO, 'tools', 'analysis', 'benchmark_attention.py')
+
+
+@pytest.fixture(scope='module')
+def bench():
+    spec = importlib.util.spec_from_file_location(
+        'benchmark_attention', SCRIPT
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_peak_memory_sees_a_known_allocation(bench):
+    # 64 MiB written and freed inside the step: above glibc's largest mmap
+    # threshold, so even this (untuned) process sees it in VmHWM.
+    def step():
+        torch.ones(16 * 2**20).sum()
+
+    assert 60 < bench.peak_memory_mib(step) < 72
+
+
+def test_linear_fit_error(bench):
+    tokens = [197, 785, 3137, 12545]
+    assert bench.linear_fit_error(tokens, [3 + 0.01 * n for n in tokens]) < (
+        1e-9
+    )
+    quadratic = [3 + 1e-6 * n * n for n in tokens]
+    assert bench.linear_fit_error(tokens, quadratic) > 0.1
+
+
+def test_rejects_token_counts_without_a_square_grid(bench):
+    with pytest.raises(SystemExit):
+        bench.parse_args(['--tokens', '20'])
+
+
+def test_tiny_run_writes_table_figures_and_plot(bench, tmp_path):
+    operators = ['ELULinearAttention', 'TTTAttention']
+    argv = [
+        '--operators',
+        *operators,
+        '--tokens',
+        '17',
+        '65',
+        '--repeats',
+        '1',
+        '--embed-dims',
+        '32',
+        '--num-heads',
+        '2',
+        '--threads',
+        '1',
+        '--out-dir',
+        str(tmp_path),
+    ]
+    assert bench.main(argv) == 0
+    table = (tmp_path / 'attention_benchmark.md').read_text()
+    for name in ['SoftmaxAttention'] + operators:
+        assert f'| {name} | ' in table
+    assert '| TTTAttention | 64 |' in table  # no class token: 8 x 8 patches
+    assert '| ELULinearAttention | 65 |' in table
+    figures = json.loads((tmp_path / 'attention_benchmark.json').read_text())
+    assert set(figures['seconds']) == {'SoftmaxAttention', *operators}
+    assert figures['peak_mib']['TTTAttention']['65'] >= 0
+    for name in operators:
+        assert figures['flops'][name]['65'] > 0
+    png = (tmp_path / 'attention_benchmark.png').read_bytes()
+    assert png.startswith(b'\x89PNG')
