@@ -13,6 +13,7 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
+from mmlvit.datasets import check_data_roots
 from mmlvit.engine.dist import init_cpu_distributed
 
 
@@ -59,6 +60,7 @@ def merge_args(cfg, args):
 def main(argv=None):
     args = parse_args(argv)
     cfg = merge_args(Config.fromfile(args.config), args)
+    check_data_roots(cfg, loaders=('test_dataloader', ))
     init_cpu_distributed(cfg)
     runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg
               else RUNNERS.build(cfg))

@@ -16,6 +16,7 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
+from mmlvit.datasets import check_data_roots
 from mmlvit.engine.dist import init_cpu_distributed
 
 DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
@@ -100,6 +101,7 @@ def main(argv=None):
     cfg = merge_args(Config.fromfile(args.config), args)
     # runner_type='FlexibleRunner' + strategy=dict(type='FSDPStrategy') in a
     # config selects mmengine's FSDP strategy.
+    check_data_roots(cfg)
     init_cpu_distributed(cfg)
     runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg
               else RUNNERS.build(cfg))

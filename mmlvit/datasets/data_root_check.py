@@ -43,12 +43,13 @@ def _datasets(dataset: dict, field: str):
         yield from _datasets(child, f'{field}.datasets.{i}')
 
 
-def find_missing_data(cfg) -> list:
-    """One message per dataset of ``cfg``'s dataloaders whose local
-    ``data_root`` (or a path the dataset class reads under it) is missing.
+def find_missing_data(cfg, loaders=LOADERS) -> list:
+    """One message per dataset of ``cfg``'s dataloaders (those named in
+    ``loaders``) whose local ``data_root`` (or a path the dataset class reads
+    under it) is missing.
     """
     problems = []
-    for loader in LOADERS:
+    for loader in loaders:
         top = (cfg.get(loader) or {}).get('dataset')
         if not isinstance(top, dict):
             continue
@@ -72,10 +73,10 @@ def find_missing_data(cfg) -> list:
     return problems
 
 
-def check_data_roots(cfg) -> None:
+def check_data_roots(cfg, loaders=LOADERS) -> None:
     """Raise FileNotFoundError naming every dataloader field whose dataset
     is not in place (see :func:`find_missing_data`)."""
-    problems = find_missing_data(cfg)
+    problems = find_missing_data(cfg, loaders)
     if problems:
         listed = '\n  '.join(problems)
         raise FileNotFoundError(

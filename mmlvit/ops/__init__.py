@@ -1,3 +1,9 @@
+from .gla import (
+    bidirectional_gla,
+    bidirectional_gla_map,
+    gla_chunked,
+    gla_recurrent,
+)
 from .inline_attention import inline_attention, inline_attention_map
 from .kernel_attention import (
     feature_map,
@@ -18,8 +24,12 @@ from .ttt import (
 )
 
 __all__ = [
+    'bidirectional_gla',
+    'bidirectional_gla_map',
     'dwconv_inner_grad',
     'feature_map',
+    'gla_chunked',
+    'gla_recurrent',
     'inline_attention',
     'inline_attention_map',
     'kernel_attention_map',

@@ -95,18 +95,33 @@ def test_every_model_builds(teacher_checkpoints):
     assert len(built) >= 10
 
 
-@pytest.mark.parametrize('path', EXPERIMENTS)
-def test_pipelines_build_and_run(path):
+@pytest.fixture(scope='module')
+def image_file(tmp_path_factory):
+    """A small colour PNG for the pipelines that load from disk."""
     import numpy as np
+    from PIL import Image
+    path = tmp_path_factory.mktemp('img') / 'img.png'
+    Image.fromarray(np.random.randint(0, 255, (40, 48, 3),
+                                      np.uint8)).save(path)
+    return str(path)
+
+
+@pytest.mark.parametrize('path', EXPERIMENTS)
+def test_pipelines_build_and_run(path, image_file):
+    import numpy as np
+    from PIL import Image
     cfg = load(path)
     init_default_scope('mmpretrain')
+    channels = cfg.model.get('student', cfg.model).backbone.get(
+        'in_channels', 3)
     for loader in ('train_dataloader', 'test_dataloader'):
         pipeline = [TRANSFORMS.build(t) for t in cfg[loader].dataset.pipeline]
-        channels = cfg.model.get('student', cfg.model).backbone.get(
-            'in_channels', 3)
-        shape = (40, 48) if channels == 1 else (40, 48, 3)
-        results = dict(img=np.random.randint(0, 255, shape, np.uint8),
-                       gt_label=1)
+        if pipeline and type(pipeline[0]).__name__ == 'LoadImageFromFile':
+            results = dict(img_path=image_file, gt_label=1)
+        else:  # datasets that hold decoded arrays (MNIST-like, CIFAR, STL)
+            img = np.asarray(Image.open(image_file))
+            results = dict(img=img[..., 0] if channels == 1 else img,
+                           gt_label=1)
         for transform in pipeline:
             results = transform(results)
         assert results['inputs'].shape[0] == channels, path
@@ -119,22 +134,22 @@ def test_flagship_trains_on_tiny_data(tmp_path, teacher_checkpoints, python):
 
     data = tmp_path / 'data'
     for split in ('train', 'val'):
-        for label in ('n01440764', 'n01443537'):
-            folder = data / split / label
-            folder.mkdir(parents=True)
+        lines = []
+        for label, wnid in enumerate(('n01440764', 'n01443537')):
+            (data / split / wnid).mkdir(parents=True)
             for i in range(2):
                 pixels = np.random.randint(0, 255, (64, 80, 3), np.uint8)
-                Image.fromarray(pixels).save(folder / f'{i}.png')
+                Image.fromarray(pixels).save(data / split / wnid / f'{i}.png')
+                lines.append(f'{wnid}/{i}.png {label}')
+        (data / 'meta').mkdir(exist_ok=True)
+        (data / 'meta' / f'{split}.txt').write_text('\n'.join(lines))
     options = [
         f'model.teacher_checkpoint={teacher_checkpoints["deit-base"]}',
         'train_dataloader.batch_size=2', 'train_dataloader.num_workers=0',
         'val_dataloader.batch_size=2', 'val_dataloader.num_workers=0',
-        'train_dataloader.dataset.type=CustomDataset',
         f'train_dataloader.dataset.data_root={data}',
-        'train_dataloader.dataset.data_prefix=train',
-        'val_dataloader.dataset.type=CustomDataset',
         f'val_dataloader.dataset.data_root={data}',
-        'val_dataloader.dataset.data_prefix=val',
+        f'test_dataloader.dataset.data_root={data}',
         'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
         'default_hooks.logger.interval=1',
         'model.student.head.num_classes=2',

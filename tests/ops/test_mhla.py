@@ -157,6 +157,47 @@ def test_float32_path_matches_map_form():
     )
 
 
+def official_code_output(q, k, v, mixing, hw_shape):
+    """The official code's form: its normaliser for query t in block i is
+    sum_b W[i, b] phi(q_{pi_b(t)}) . z_b, pi_b(t) = the token at t's offset
+    inside block b (equal-size blocks only)."""
+    blocks = block_of_token(hw_shape, 2)
+    members = [[j for j, b in enumerate(blocks) if b == m] for m in range(4)]
+    kv = [
+        phi(k[:, :, idx]).transpose(-2, -1) @ v[:, :, idx] for idx in members
+    ]
+    k_sum = [phi(k[:, :, idx]).sum(-2) for idx in members]
+    out = torch.empty_like(q)
+    for i, idx in enumerate(members):
+        mixed_kv = sum(mixing[i, b] * kv[b] for b in range(4))
+        numerator = phi(q[:, :, idx]) @ mixed_kv
+        denominator = (
+            sum(
+                mixing[i, b] * (phi(q[:, :, members[b]]) @ k_sum[b][..., None])
+                for b in range(4)
+            )
+            + EPS
+        )
+        out[:, :, idx] = numerator / denominator
+    return out
+
+
+def test_paper_normaliser_not_the_official_code_one():
+    """Flags the [P] deviation: equal for a diagonal W, different for the
+    linear init (which mixes blocks)."""
+    torch.manual_seed(6)
+    q, k, v = random_qkv((14, 14))
+    diagonal = torch.eye(4, dtype=torch.float64) * 0.7
+    torch.testing.assert_close(
+        mhla_attention(q, k, v, diagonal, (14, 14)),
+        official_code_output(q, k, v, diagonal, (14, 14)),
+    )
+    mixing = mhla_linear_mixing(2).double()
+    ours = mhla_attention(q, k, v, mixing, (14, 14))
+    official = official_code_output(q, k, v, mixing, (14, 14))
+    assert (ours - official).abs().max() > 1e-2 * ours.abs().max()
+
+
 def test_gradcheck():
     torch.manual_seed(4)
     q, k, v = (t.requires_grad_() for t in random_qkv((3, 5), 1, 2, 3))

@@ -46,23 +46,18 @@ def test_rejects_token_counts_without_a_square_grid(bench):
 
 
 def test_tiny_run_writes_table_figures_and_plot(bench, tmp_path):
-    operators = ['ELULinearAttention', 'TTTAttention']
+    operators = ['ELULinearAttention', 'GatedLinearAttention', 'TTTAttention']
     argv = [
-        '--operators',
-        *operators,
-        '--tokens',
-        '17',
-        '65',
-        '--repeats',
-        '1',
-        '--embed-dims',
-        '32',
-        '--num-heads',
-        '2',
-        '--threads',
-        '1',
-        '--out-dir',
-        str(tmp_path),
+        *('--operators', *operators, '--tokens', '17', '65'),
+        *('--repeats', '1', '--threads', '1', '--gla-tokens', '96'),
+        *(
+            '--embed-dims',
+            '32',
+            '--num-heads',
+            '2',
+            '--out-dir',
+            str(tmp_path),
+        ),
     ]
     assert bench.main(argv) == 0
     table = (tmp_path / 'attention_benchmark.md').read_text()
@@ -75,5 +70,8 @@ def test_tiny_run_writes_table_figures_and_plot(bench, tmp_path):
     assert figures['peak_mib']['TTTAttention']['65'] >= 0
     for name in operators:
         assert figures['flops'][name]['65'] > 0
+    assert 'GLA causal scan, T=96' in table
+    for scan in ('chunked', 'recurrent'):
+        assert figures['gla_scan_seconds'][scan]['forward'] > 0
     png = (tmp_path / 'attention_benchmark.png').read_bytes()
     assert png.startswith(b'\x89PNG')

@@ -1,4 +1,5 @@
 from .base import BaseAttention
+from .gla import GatedLinearAttention
 from .inline import InLineAttention
 from .kernel import (
     ELULinearAttention,
@@ -12,6 +13,7 @@ from .ttt import TTTAttention
 __all__ = [
     'BaseAttention',
     'ELULinearAttention',
+    'GatedLinearAttention',
     'InLineAttention',
     'KernelLinearAttention',
     'MHLAttention',

@@ -1,0 +1,164 @@
+"""Bidirectional gated linear attention, DeiT-shaped."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmpretrain.registry import MODELS
+
+from mmlvit.ops.gla import BACKENDS, bidirectional_gla, bidirectional_gla_map
+from mmlvit.ops.kernel_attention import accumulation_dtype
+
+from .base import BaseAttention
+
+
+@MODELS.register_module()
+class GatedLinearAttention(BaseAttention):
+    """Bidirectional GLA over image tokens (operators.md section 5).
+
+    Keeps softmax attention's ``qkv`` (C -> 3C, d_k = d_v = d = C/h) and
+    ``proj``, so a DeiT/ViT checkpoint copies in. Per head, the tokens (class
+    token first, then the patches in raster order) are scanned forwards and
+    backwards with data-dependent per-channel decays
+    (:func:`mmlvit.ops.gla.bidirectional_gla`, scale d^-1/2)::
+
+        [g^f | g^b] = logsigmoid(gate_up(gate_down(x))) / gate_temperature
+        o = (o^f + flip(o^b)) / 2
+        y = proj(concat_heads(g_norm(o)) * silu(g_proj(x)))
+
+    with ``g_norm`` one RMSNorm over d shared by all heads.
+
+    New parameters: ``gate_down`` (C -> r, no bias), ``gate_up`` (r -> 2C;
+    the first C outputs gate the forward scan, the last C the backward one),
+    ``g_proj`` (C -> C, no bias, as fla's GLA layer) and ``g_norm.weight``.
+    Every Linear starts from trunc_normal(std=0.02) with zero bias, so the
+    gates start near alpha = 0.5^(1 / gate_temperature).
+
+    Args:
+        embed_dims (int): Token width C.
+        num_heads (int): Number of heads h; must divide C.
+        qkv_bias (bool): Bias in ``qkv``. Defaults to True.
+        attn_drop (float): Must be 0: no map is formed to drop from.
+        proj_drop (float): Dropout after ``proj``. Defaults to 0.
+        gate_low_rank (int): Rank r of the gate projection. Defaults to 16.
+        gate_temperature (float): Divides the log-sigmoid gate logits.
+            Defaults to 16.
+        backend (str): ``'auto'``, ``'torch'`` or ``'fla'``, see
+            :func:`~mmlvit.ops.gla.bidirectional_gla`. Defaults to 'auto'.
+        chunk_size (int): Chunk of the PyTorch scan, a power of two.
+            Defaults to 64.
+        init_cfg (dict, optional): mmengine init config.
+    """
+
+    def __init__(
+        self,
+        embed_dims,
+        num_heads,
+        qkv_bias=True,
+        attn_drop=0.0,
+        proj_drop=0.0,
+        gate_low_rank=16,
+        gate_temperature=16.0,
+        backend='auto',
+        chunk_size=64,
+        init_cfg=None,
+    ):
+        if attn_drop:
+            raise ValueError(
+                f'{type(self).__name__} forms no attention map; attn_drop '
+                f'must be 0, got {attn_drop}.'
+            )
+        if backend not in BACKENDS:
+            raise ValueError(
+                f'Unknown GLA backend {backend!r}; expected one of {BACKENDS}.'
+            )
+        super().__init__(
+            embed_dims,
+            num_heads,
+            qkv_bias=qkv_bias,
+            proj_drop=proj_drop,
+            init_cfg=init_cfg,
+        )
+        self.gate_low_rank = gate_low_rank
+        self.gate_temperature = gate_temperature
+        self.backend = backend
+        self.chunk_size = chunk_size
+        self.gate_down = nn.Linear(embed_dims, gate_low_rank, bias=False)
+        self.gate_up = nn.Linear(gate_low_rank, 2 * embed_dims)
+        self.g_proj = nn.Linear(embed_dims, embed_dims, bias=False)
+        self.g_norm = nn.RMSNorm(self.head_dims, eps=1e-5)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+    def log_gates(self, x):
+        """Forward and backward log-gates, each (B, h, N, d), <= 0.
+
+        Computed with autocast off in at least fp32: the scans sum them over
+        the sequence.
+        """
+        B, N, _ = x.shape
+        with torch.autocast(x.device.type, enabled=False):
+            acc = accumulation_dtype(x.dtype)
+            low_rank = F.linear(x.to(acc), self.gate_down.weight.to(acc))
+            logits = F.linear(
+                low_rank,
+                self.gate_up.weight.to(acc),
+                self.gate_up.bias.to(acc),
+            )
+            g = F.logsigmoid(logits) / self.gate_temperature
+        g = g.reshape(B, N, 2, self.num_heads, self.head_dims)
+        g_fwd, g_bwd = g.permute(2, 0, 3, 1, 4)
+        return g_fwd, g_bwd
+
+    def forward(self, x, hw_shape):
+        """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token first)."""
+        self.num_extra_tokens(x.shape[1], hw_shape)
+        q, k, v = self.split_heads(self.qkv(x))
+        g_fwd, g_bwd = self.log_gates(x)
+        o = bidirectional_gla(
+            q,
+            k,
+            v,
+            g_fwd,
+            g_bwd,
+            backend=self.backend,
+            chunk_size=self.chunk_size,
+        )
+        gate = self.g_proj(x)
+        with torch.autocast(x.device.type, enabled=False):
+            acc = accumulation_dtype(o.dtype)
+            o = F.rms_norm(
+                o.to(acc),
+                (self.head_dims,),
+                self.g_norm.weight.to(acc),
+                self.g_norm.eps,
+            )
+            y = self.merge_heads(o) * F.silu(gate.to(acc))
+        return self.output(y.to(x.dtype))
+
+    def flops(self, num_tokens, hw_shape):
+        """Forward FLOPs of the PyTorch chunked path, matrix products only
+        (per head and direction: intra-chunk scores N d (L+1)/2, their
+        product with v N L d, chunk summaries and inter-chunk outputs
+        2 N d^2 multiply-adds, L = ``chunk_size``)."""
+        N, C, d = num_tokens, self.embed_dims, self.head_dims
+        r, L = self.gate_low_rank, self.chunk_size
+        projections = 2 * N * C * (3 * C) + 2 * 2 * N * C * C  # qkv, g, proj
+        gates = 2 * N * r * C + 2 * N * r * (2 * C)
+        scans = 2 * N * C * (3 * L + 1 + 4 * d)  # 2 directions x h heads
+        return projections + gates + scans
+
+    def attention_map(self, x, hw_shape):
+        """The combined map ``(A^f + A^b) / 2``: (B, h, N, N).
+
+        Per head, ``attention_map(x) @ v`` equals the bidirectional scan
+        output ``o`` BEFORE ``g_norm`` and the output gate; the module output
+        is not a linear map of the values (the RMSNorm divides by the norm of
+        ``o``). Signed and not row-normalised.
+        """
+        self.num_extra_tokens(x.shape[1], hw_shape)
+        q, k, _ = self.split_heads(self.qkv(x))
+        g_fwd, g_bwd = self.log_gates(x)
+        return bidirectional_gla_map(q, k, g_fwd, g_bwd)

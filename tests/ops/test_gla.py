@@ -1,0 +1,398 @@
+"""Gated linear attention (mmlvit.ops.gla) against float64 oracles written
+out from operators.md section 5 and against fla's naive recurrent
+reference, plus the plumbing of the fla dispatch."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fla.ops.gla.naive import naive_recurrent_gla
+
+import mmlvit.ops.gla as gla_ops
+from mmlvit.ops import (
+    bidirectional_gla,
+    bidirectional_gla_map,
+    gla_chunked,
+    gla_recurrent,
+)
+
+F64 = dict(rtol=1e-10, atol=1e-12)
+
+
+def inputs(B=2, H=3, T=37, d=4, dv=None, dtype=torch.float64, seed=0, gate=1):
+    """q, k, v (B, H, T, d|dv) and ``gate`` log-gate tensors (<= 0)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=dtype)
+
+    q, k = randn(B, H, T, d), randn(B, H, T, d)
+    v = randn(B, H, T, dv or d)
+    # log(alpha) spread from about -5 to -0.002: strong and weak decays.
+    gates = [F.logsigmoid(3 * randn(B, H, T, d)) for _ in range(gate)]
+    return q, k, v, *gates
+
+
+def explicit_causal(q, k, v, g, scale):
+    """o_t = scale sum_{s<=t} sum_c q_tc k_sc prod_{r=s+1}^t alpha_rc v_s,
+    every decay summed term by term (no cumulative sums)."""
+    T = q.shape[2]
+    rows = []
+    for t in range(T):
+        o_t = 0
+        for s in range(t + 1):
+            decay = g[:, :, s + 1 : t + 1].sum(2).exp()  # (B, H, d)
+            score = (q[:, :, t] * k[:, :, s] * decay).sum(-1, keepdim=True)
+            o_t = o_t + scale * score * v[:, :, s]
+        rows.append(o_t)
+    return torch.stack(rows, dim=2)
+
+
+def explicit_map(q, k, g_fwd, g_bwd, scale):
+    """operators.md section 5, entry by entry:
+    A^f_ts = s sum_c q_tc k_sc exp(sum_{r=s+1}^t g^f_rc), s <= t;
+    A^b_ts = s sum_c q_tc k_sc exp(sum_{r=t}^{s-1} g^b_rc), s >= t;
+    A = (A^f + A^b) / 2."""
+    B, H, T, _ = q.shape
+    attn = torch.zeros(B, H, T, T, dtype=q.dtype)
+    for t in range(T):
+        for s in range(T):
+            dot = q[:, :, t] * k[:, :, s] * scale
+            if s <= t:
+                decay = g_fwd[:, :, s + 1 : t + 1].sum(2).exp()
+                attn[:, :, t, s] += (dot * decay).sum(-1) / 2
+            if s >= t:
+                decay = g_bwd[:, :, t:s].sum(2).exp()
+                attn[:, :, t, s] += (dot * decay).sum(-1) / 2
+    return attn
+
+
+def fla_naive(q, k, v, g, scale):
+    """fla's reference in our layout: it takes (B, T, H, d), runs in fp32
+    and always scales by d^-1/2, so q is rescaled to give ``scale``."""
+    d = q.shape[-1]
+    q = q * (scale * d**0.5)
+    o, _ = naive_recurrent_gla(*(t.transpose(1, 2) for t in (q, k, v, g)))
+    return o.transpose(1, 2)
+
+
+# ----------------------------------------------------------- causal scans
+
+
+def test_recurrent_equals_explicit_formula():
+    q, k, v, g = inputs(B=1, H=2, T=9, d=3, dv=5)
+    torch.testing.assert_close(
+        gla_recurrent(q, k, v, g, scale=0.7),
+        explicit_causal(q, k, v, g, 0.7),
+        **F64,
+    )
+
+
+@pytest.mark.parametrize('chunk_size', [1, 2, 4, 8, 16, 64])
+def test_chunked_equals_explicit_formula(chunk_size):
+    # T = 13 is divided by none of the chunk sizes but 1.
+    q, k, v, g = inputs(B=1, H=2, T=13, d=3, dv=5)
+    torch.testing.assert_close(
+        gla_chunked(q, k, v, g, scale=0.7, chunk_size=chunk_size),
+        explicit_causal(q, k, v, g, 0.7),
+        **F64,
+    )
+
+
+@pytest.mark.parametrize('T', [1, 37, 64, 130])
+@pytest.mark.parametrize('chunk_size', [4, 16, 64])
+def test_chunked_equals_recurrent(T, chunk_size):
+    q, k, v, g = inputs(T=T, dv=6)
+    torch.testing.assert_close(
+        gla_chunked(q, k, v, g, chunk_size=chunk_size),
+        gla_recurrent(q, k, v, g),
+        **F64,
+    )
+
+
+@pytest.mark.parametrize('scale', [None, 0.3])
+def test_scans_equal_fla_naive_reference(scale):
+    q, k, v, g = inputs(T=70, d=8, dtype=torch.float32)
+    expected = fla_naive(q, k, v, g, 8**-0.5 if scale is None else scale)
+    for scan in (gla_recurrent, gla_chunked):
+        torch.testing.assert_close(
+            scan(q, k, v, g, scale=scale), expected, rtol=1e-4, atol=1e-5
+        )
+
+
+def test_default_scale_is_inverse_sqrt_head_dim():
+    q, k, v, g = inputs(d=9)
+    torch.testing.assert_close(
+        gla_chunked(q, k, v, g), gla_chunked(q, k, v, g, scale=1 / 3), **F64
+    )
+
+
+def test_chunked_survives_vanishing_gates():
+    """Decays down to exp(-400) per token: every exponent the chunked scan
+    takes is a non-positive difference, so nothing overflows (a
+    factorisation through exp(-cumsum(g)) would give inf * 0 = NaN, in
+    float64 as well)."""
+    q, k, v, _ = inputs(T=50)
+    g = -400 * torch.rand(q.shape, generator=torch.Generator().manual_seed(3))
+    out = gla_chunked(q, k, v, g.double())
+    torch.testing.assert_close(out, gla_recurrent(q, k, v, g), **F64)
+    out32 = gla_chunked(*(t.float() for t in (q, k, v, g)))
+    assert torch.isfinite(out32).all()
+
+
+def test_chunked_gradcheck():
+    q, k, v, g = inputs(B=1, H=1, T=11, d=2, dv=3)
+    tensors = [t.requires_grad_() for t in (q, k, v, g)]
+    assert torch.autograd.gradcheck(
+        lambda *a: gla_chunked(*a, chunk_size=4), tensors
+    )
+
+
+def test_bidirectional_gradcheck():
+    tensors = [
+        t.requires_grad_() for t in inputs(B=1, H=1, T=7, d=2, dv=2, gate=2)
+    ]
+    assert torch.autograd.gradcheck(
+        lambda *a: bidirectional_gla(*a, backend='torch', chunk_size=2),
+        tensors,
+    )
+
+
+# ------------------------------------------------------- bidirectional
+
+
+def test_bidirectional_is_forward_plus_reversed_fla_scan():
+    q, k, v, g_fwd, g_bwd = inputs(T=45, d=8, dtype=torch.float32, gate=2)
+    scale = 8**-0.5
+    forward = fla_naive(q, k, v, g_fwd, scale)
+    reversed_ = fla_naive(*(t.flip(2) for t in (q, k, v, g_bwd)), scale)
+    torch.testing.assert_close(
+        bidirectional_gla(q, k, v, g_fwd, g_bwd, backend='torch'),
+        (forward + reversed_.flip(2)) / 2,
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_map_equals_explicit_formula():
+    q, k, _, g_fwd, g_bwd = inputs(B=1, H=2, T=8, d=3, gate=2)
+    torch.testing.assert_close(
+        bidirectional_gla_map(q, k, g_fwd, g_bwd, scale=0.6),
+        explicit_map(q, k, g_fwd, g_bwd, 0.6),
+        **F64,
+    )
+
+
+@pytest.mark.parametrize('chunk_size', [8, 64])
+def test_bidirectional_output_equals_map_times_values(chunk_size):
+    q, k, v, g_fwd, g_bwd = inputs(T=37, dv=5, gate=2)
+    attn = bidirectional_gla_map(q, k, g_fwd, g_bwd)
+    assert attn.shape == (2, 3, 37, 37)
+    out = bidirectional_gla(
+        q, k, v, g_fwd, g_bwd, backend='torch', chunk_size=chunk_size
+    )
+    torch.testing.assert_close(out, attn @ v, **F64)
+
+
+def test_map_survives_vanishing_gates():
+    q, k, _, _ = inputs(T=30, dtype=torch.float32)
+    g = torch.full(q.shape, -300.0)
+    attn = bidirectional_gla_map(q, k, g, g)
+    assert torch.isfinite(attn).all()
+    # Only the diagonal (no decay) survives: A_tt = scale q_t . k_t.
+    diag = (q * k).sum(-1) * q.shape[-1] ** -0.5
+    torch.testing.assert_close(attn, torch.diag_embed(diag))
+
+
+# ------------------------------------------------------ mixed precision
+
+
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_low_precision_inputs_stay_finite_and_keep_dtype(dtype):
+    q, k, v, g_fwd, g_bwd = inputs(T=100, d=8, dtype=torch.float32, gate=2)
+    big = 10 if dtype is torch.float16 else 1e4
+    low = [t.to(dtype) for t in (q * big, k * big, v)] + [g_fwd, g_bwd]
+    for out in (
+        gla_chunked(*low[:4]),
+        gla_recurrent(*low[:4]),
+        bidirectional_gla(*low, backend='torch'),
+        bidirectional_gla_map(low[0], low[1], g_fwd, g_bwd),
+    ):
+        assert out.dtype == dtype
+        assert torch.isfinite(out).all()
+    # Computed in fp32 internally: equal to the fp32 scan of the same
+    # (rounded) inputs, up to the final rounding.
+    ref = bidirectional_gla(*(t.float() for t in low), backend='torch')
+    torch.testing.assert_close(
+        bidirectional_gla(*low, backend='torch').float(),
+        ref,
+        rtol=1e-2,
+        atol=1e-2 * ref.abs().max().item(),
+    )
+
+
+def test_bf16_autocast_large_magnitude_stays_finite():
+    q, k, v, g_fwd, g_bwd = inputs(T=100, d=8, dtype=torch.float32, gate=2)
+    tensors = [t.requires_grad_() for t in (q * 1e4, k * 1e4, v * 1e4)]
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        # Under autocast the projections hand over bf16 q, k, v.
+        low = [t.to(torch.bfloat16) for t in tensors]
+        out = bidirectional_gla(*low, g_fwd, g_bwd, backend='torch')
+    assert out.dtype == torch.bfloat16
+    assert torch.isfinite(out).all()
+    out.float().square().mean().backward()
+    for t in tensors:
+        assert torch.isfinite(t.grad).all()
+
+
+# --------------------------------------------------------------- errors
+
+
+def test_bad_arguments_raise():
+    q, k, v, g = inputs()
+    with pytest.raises(ValueError, match='power of two'):
+        gla_chunked(q, k, v, g, chunk_size=12)
+    with pytest.raises(ValueError, match='power of two'):
+        gla_chunked(q, k, v, g, chunk_size=0)
+    with pytest.raises(ValueError, match='one \\(B, H, T, d_k\\) shape'):
+        gla_chunked(q, k[..., :3], v, g)
+    with pytest.raises(ValueError, match='v must be'):
+        gla_recurrent(q, k, v[:, :, :5], g)
+    with pytest.raises(ValueError, match='Unknown GLA backend'):
+        bidirectional_gla(q, k, v, g, g, backend='triton')
+
+
+def test_fla_backend_on_cpu_raises_clearly():
+    q, k, v, g = inputs()
+    with pytest.raises(RuntimeError, match="backend='fla'.*need CUDA"):
+        bidirectional_gla(q, k, v, g, g, backend='fla')
+
+
+# ------------------------------------------------------ fla dispatch
+
+
+def test_auto_backend_picks_fla_only_on_cuda(monkeypatch):
+    resolve = gla_ops._resolve_backend
+    monkeypatch.setattr(gla_ops, '_fla_importable', lambda: True)
+    assert resolve('auto', torch.device('cpu')) == 'torch'
+    assert resolve('auto', torch.device('cuda')) == 'fla'
+    assert resolve('fla', torch.device('cuda')) == 'fla'
+    assert resolve('torch', torch.device('cuda')) == 'torch'
+    monkeypatch.setattr(gla_ops, '_fla_importable', lambda: False)
+    assert resolve('auto', torch.device('cuda')) == 'torch'
+
+
+def test_auto_backend_on_cpu_never_calls_fla(monkeypatch):
+    def fail(*args):
+        raise AssertionError('fla path taken on CPU')
+
+    monkeypatch.setattr(gla_ops, '_bidirectional_fla', fail)
+    q, k, v, g = inputs(T=9)
+    bidirectional_gla(q, k, v, g, g)  # backend='auto'
+
+
+class FakeChunkGLA:
+    """Stands in for fla.ops.gla.chunk_gla on CPU: checks the arguments
+    fla requires and computes with fla's naive recurrent reference."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, q, k, v, g, scale=None, initial_state=None, **kw):
+        self.calls.append(dict(q=q, k=k, v=v, g=g, scale=scale, kw=kw))
+        assert initial_state is None  # fla's zero state, fp32 in-kernel
+        assert q.shape == k.shape == g.shape and v.shape[:3] == q.shape[:3]
+        assert g.dtype == torch.float32
+        d = q.shape[-1]
+        o, _ = naive_recurrent_gla(q * (scale * d**0.5), k, v, g)
+        return o, None
+
+
+def test_fla_plumbing_layout_flip_and_batch_concat(monkeypatch):
+    fake = FakeChunkGLA()
+    monkeypatch.setattr(gla_ops, '_fla_chunk_gla', lambda: fake)
+    B, H, T, d = 2, 3, 21, 4
+    q, k, v, g_fwd, g_bwd = inputs(B, H, T, d, dtype=torch.float32, gate=2)
+    tensors = [t.requires_grad_() for t in (q, k, v, g_fwd, g_bwd)]
+    out = gla_ops._bidirectional_fla(*tensors, scale=0.4)
+
+    (call,) = fake.calls
+    assert call['scale'] == 0.4 and not call['kw']
+    # fla's layout (2B, T, H, d): forward sequences, then reversed ones.
+    for name, fwd, bwd in [
+        ('q', q, q),
+        ('k', k, k),
+        ('v', v, v),
+        ('g', g_fwd, g_bwd),
+    ]:
+        assert call[name].shape == (2 * B, T, H, d)
+        torch.testing.assert_close(call[name][:B], fwd.transpose(1, 2))
+        torch.testing.assert_close(call[name][B:], bwd.flip(2).transpose(1, 2))
+
+    # Same function and same gradients as the PyTorch path.
+    ref = bidirectional_gla(*tensors, scale=0.4, backend='torch')
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    fla_grads = torch.autograd.grad(out, tensors, grad)
+    torch_grads = torch.autograd.grad(ref, tensors, grad)
+    for a, b in zip(fla_grads, torch_grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_fla_plumbing_keeps_low_precision_inputs(monkeypatch):
+    fake = FakeChunkGLA()
+    monkeypatch.setattr(gla_ops, '_fla_chunk_gla', lambda: fake)
+    q, k, v, g_fwd, g_bwd = inputs(T=10, dtype=torch.float32, gate=2)
+    low = [t.bfloat16() for t in (q, k, v)]
+    out = gla_ops._bidirectional_fla(*low, g_fwd.bfloat16(), g_bwd, 0.5)
+    (call,) = fake.calls
+    assert call['q'].dtype == call['v'].dtype == torch.bfloat16
+    assert call['g'].dtype == torch.float32
+    assert out.dtype == torch.bfloat16
+
+
+def test_missing_fla_raises_import_error(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_fla(name, *args, **kwargs):
+        if name == 'fla' or name.startswith('fla.'):
+            raise ImportError('No module named fla')
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, '__import__', no_fla)
+    gla_ops._fla_chunk_gla.cache_clear()
+    try:
+        with pytest.raises(ImportError, match='fla-core'):
+            gla_ops._fla_chunk_gla()
+        assert not gla_ops._fla_importable()
+    finally:
+        gla_ops._fla_chunk_gla.cache_clear()
+
+
+# --------------------------------------------------------- CUDA only
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason='fla kernels need CUDA'
+)
+@pytest.mark.parametrize('T', [197, 785])
+def test_fla_path_equals_torch_path_on_cuda(T):
+    q, k, v, g_fwd, g_bwd = (
+        t.cuda()
+        for t in inputs(B=2, H=3, T=T, d=64, dtype=torch.float32, gate=2)
+    )
+    g_fwd, g_bwd = g_fwd / 16, g_bwd / 16  # the module's temperature
+    tensors = [t.requires_grad_() for t in (q, k, v, g_fwd, g_bwd)]
+    out_fla = bidirectional_gla(*tensors, backend='fla')
+    out_torch = bidirectional_gla(*tensors, backend='torch')
+    # fla's kernels use TF32 matrix products.
+    tol = dict(rtol=2e-2, atol=2e-2 * out_torch.abs().max().item())
+    torch.testing.assert_close(out_fla, out_torch, **tol)
+    grad = torch.randn_like(out_torch)
+    fla_grads = torch.autograd.grad(out_fla, tensors, grad)
+    torch_grads = torch.autograd.grad(out_torch, tensors, grad)
+    for name, a, b in zip('q k v g_fwd g_bwd'.split(), fla_grads, torch_grads):
+        torch.testing.assert_close(
+            a, b, rtol=2e-2, atol=2e-2 * b.abs().max().item(), msg=name
+        )
