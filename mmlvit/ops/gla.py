@@ -87,6 +87,38 @@ def gla_recurrent(q, k, v, g, scale=None):
     return o.to(out_dtype)
 
 
+def _level_sizes(L):
+    """Half-block sizes h = 1, 2, 4, ..., L/2 of a chunk of L = 2^m."""
+    return [2**i for i in range(L.bit_length() - 1)]
+
+
+def _halves(t, h):
+    """(left, right) halves of each block of 2h tokens: views
+    (..., L / 2h, h, d) of t (..., L, d)."""
+    return t.unflatten(-2, (t.shape[-2] // (2 * h), 2, h)).unbind(-3)
+
+
+def _quadrant(scores, h):
+    """The (right half, left half) quadrant of each diagonal block of 2h
+    tokens: a view (..., L / 2h, h, h) of scores (..., L, L)."""
+    M = scores.shape[-1] // (2 * h)
+    blocks = scores.unflatten(-2, (M, 2, h)).unflatten(-1, (M, 2, h))
+    quadrants = blocks.diagonal(dim1=-6, dim2=-3)[..., 1, :, 0, :, :]
+    return quadrants.movedim(-1, -3)
+
+
+def _decayed_halves(q, k, b, h):
+    """Right-half queries and left-half keys of each block of 2h tokens,
+    decayed to the last token r of the left half, and their decays:
+    ``q_i exp(b_i - b_r)``, ``k_j exp(b_r - b_j)``, both exponents <= 0."""
+    (_, q_right), (k_left, _), (b_left, b_right) = (
+        _halves(t, h) for t in (q, k, b)
+    )
+    ref = b_left[..., -1:, :]
+    decay_q, decay_k = (b_right - ref).exp(), (ref - b_left).exp()
+    return q_right * decay_q, k_left * decay_k, decay_q, decay_k
+
+
 def _intra_chunk_scores(q, k, b):
     """Causal scores inside each chunk of L = 2^m tokens.
 
@@ -95,7 +127,7 @@ def _intra_chunk_scores(q, k, b):
     smallest aligned block of 2h tokens holding j in its left half and i in
     its right half; with r the last token of the left half,
     ``exp(b_i - b_j) = exp(b_i - b_r) * exp(b_r - b_j)`` and both exponents
-    are <= 0, so nothing overflows and each level is one batched matmul of
+    are <= 0, so nothing overflows and each level h is one batched matmul of
     decayed queries by decayed keys. Diagonal pairs have no decay.
 
     Args:
@@ -107,22 +139,86 @@ def _intra_chunk_scores(q, k, b):
     L = q.shape[-2]
     scores = q.new_zeros(*q.shape[:-1], L)
     scores.diagonal(dim1=-2, dim2=-1).copy_((q * k).sum(-1))
-    h = 1
-    while h < L:
-        M = L // (2 * h)
-        (_, q_right), (k_left, _), (b_left, b_right) = (
-            t.unflatten(-2, (M, 2, h)).unbind(-3) for t in (q, k, b)
-        )
-        ref = b_left[..., -1:, :]  # (..., M, 1, d_k)
-        q_decayed = q_right * (b_right - ref).exp()
-        k_decayed = k_left * (ref - b_left).exp()
-        cross = q_decayed @ k_decayed.transpose(-2, -1)  # (..., M, h, h)
-        # The (right, left) quadrant of each of the M diagonal blocks.
-        blocks = scores.unflatten(-2, (M, 2, h)).unflatten(-1, (M, 2, h))
-        quadrants = blocks.diagonal(dim1=-6, dim2=-3)[..., 1, :, 0, :, :]
-        quadrants.copy_(cross.movedim(-3, -1))
-        h *= 2
+    for h in _level_sizes(L):
+        q_decayed, k_decayed, _, _ = _decayed_halves(q, k, b, h)
+        _quadrant(scores, h).copy_(q_decayed @ k_decayed.transpose(-2, -1))
     return scores
+
+
+def _intra_chunk_scores_grads(q, k, b, d_scores):
+    """Gradients of q and k through :func:`_intra_chunk_scores` (with the
+    decays held fixed) from d_scores (..., L, L)."""
+    diagonal = d_scores.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+    dq, dk = diagonal * k, diagonal * q
+    for h in _level_sizes(q.shape[-2]):
+        q_decayed, k_decayed, decay_q, decay_k = _decayed_halves(q, k, b, h)
+        d_cross = _quadrant(d_scores, h)
+        _halves(dq, h)[1].add_((d_cross @ k_decayed) * decay_q)
+        _halves(dk, h)[0].add_(
+            (d_cross.transpose(-2, -1) @ q_decayed) * decay_k
+        )
+    return dq, dk
+
+
+def _state_scan(updates, decays, reverse=False):
+    """``S_c = decays_c * S_{c-1} + updates_{c-1}`` over chunks c, S_0 = 0
+    (or the mirror image with ``reverse``): the state entering each chunk.
+
+    Args:
+        updates (Tensor): (B, H, n, d_k, d_v).
+        decays (Tensor): (B, H, n, d_k, 1), the decay over each chunk.
+    """
+    order = range(updates.shape[2])
+    state = torch.zeros_like(updates[:, :, 0])
+    entering = []
+    for c in reversed(order) if reverse else order:
+        entering.append(state)
+        state = torch.addcmul(updates[:, :, c], state, decays[:, :, c])
+    return torch.stack(entering[::-1] if reverse else entering, dim=2)
+
+
+class _ChunkedGLA(torch.autograd.Function):
+    """Causal GLA on whole chunks: q (already scaled), k, v, g as
+    (B, H, n, L, d) -> o (B, H, n, L, d_v).
+
+    The backward is written out. The log-gates enter only through decays
+    ``exp(G_t - G_s)`` with G = cumsum(g) over the sequence, so
+    ``dL/dG_t = q_t * dq_t - k_t * dk_t`` and dg is its reverse cumulative
+    sum (as in fla's kernels): no graph through the decays is kept.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, g):
+        b = g.cumsum(-2)  # cumulative log-gate inside each chunk, <= 0
+        b_last = b[..., -1:, :]
+        # Chunk summaries with keys decayed to the chunk end.
+        summaries = (k * (b_last - b).exp()).transpose(-2, -1) @ v
+        entering = _state_scan(summaries, b_last.transpose(-2, -1).exp())
+        scores = _intra_chunk_scores(q, k, b)
+        o = scores @ v + (q * b.exp()) @ entering
+        ctx.save_for_backward(q, k, v, b, scores, entering)
+        return o
+
+    @staticmethod
+    def backward(ctx, d_o):
+        q, k, v, b, scores, entering = ctx.saved_tensors
+        b_last = b[..., -1:, :]
+        decay_q, decay_k = b.exp(), (b_last - b).exp()
+        # Inside the chunks.
+        dq, dk = _intra_chunk_scores_grads(q, k, b, d_o @ v.transpose(-2, -1))
+        dv = scores.transpose(-2, -1) @ d_o
+        # Through the states: d_summaries_c = dL/dS_{c+1}.
+        dq += (d_o @ entering.transpose(-2, -1)) * decay_q
+        d_entering = (q * decay_q).transpose(-2, -1) @ d_o
+        d_summaries = _state_scan(
+            d_entering, b_last.transpose(-2, -1).exp(), reverse=True
+        )
+        dv += (k * decay_k) @ d_summaries
+        dk += (v @ d_summaries.transpose(-2, -1)) * decay_k
+        # dL/dg_r = sum_{t >= r} dL/dG_t over the whole sequence.
+        dG = (q * dq - k * dk).flatten(2, 3)
+        dg = dG.flip(2).cumsum(2).flip(2).unflatten(2, b.shape[2:4])
+        return dq, dk, dv, dg
 
 
 def _chunked_scan(q, k, v, g, chunk_size):
@@ -132,30 +228,14 @@ def _chunked_scan(q, k, v, g, chunk_size):
         raise ValueError(
             f'chunk_size must be a power of two, got {chunk_size}.'
         )
-    B, H, T, K = q.shape
-    L = chunk_size
+    T, L = q.shape[2], chunk_size
     n = -(-T // L)
     # Zero tokens with zero log-gates at the end change no earlier output.
     q, k, v, g = (
         F.pad(t, (0, 0, 0, n * L - T)).unflatten(2, (n, L))
         for t in (q, k, v, g)
     )
-    b = g.cumsum(-2)  # cumulative log-gate inside each chunk, <= 0
-    b_last = b[..., -1:, :]  # (B, H, n, 1, K)
-
-    # Chunk summaries with keys decayed to the chunk end, then the state
-    # entering each chunk by a scan over chunks.
-    summaries = (k * (b_last - b).exp()).transpose(-2, -1) @ v
-    decays = b_last.transpose(-2, -1).exp()  # (B, H, n, K, 1)
-    state = q.new_zeros(B, H, K, v.shape[-1])
-    entering = []
-    for summary, decay in zip(summaries.unbind(2), decays.unbind(2)):
-        entering.append(state)
-        state = torch.addcmul(summary, state, decay)
-    inter = (q * b.exp()) @ torch.stack(entering, dim=2)
-
-    o = _intra_chunk_scores(q, k, b) @ v + inter
-    return o.flatten(2, 3)[:, :, :T]
+    return _ChunkedGLA.apply(q, k, v, g).flatten(2, 3)[:, :, :T]
 
 
 def gla_chunked(q, k, v, g, scale=None, chunk_size=64):
@@ -165,8 +245,9 @@ def gla_chunked(q, k, v, g, scale=None, chunk_size=64):
     zero-padded). Inside a chunk the scores are formed with decay factors
     that are all exponentials of non-positive differences of cumulative
     log-gates (see ``_intra_chunk_scores``); across chunks a d_k x d_v state
-    is passed, one step per chunk. Time O(T (L d + d^2)), memory
-    O(T (L + d^2 / L)) per head, states in at least fp32.
+    is passed, one step per chunk. The backward is written out (first
+    order only; dg from ``q * dq - k * dk``). Time O(T (L d + d^2)), memory
+    O(T (L + d + d^2 / L)) per head, states in at least fp32.
 
     Args:
         q (Tensor): Queries (B, H, T, d_k).
@@ -200,6 +281,7 @@ def _fla_chunk_gla():
     return chunk_gla
 
 
+@functools.cache
 def _fla_importable():
     try:
         _fla_chunk_gla()
@@ -307,7 +389,7 @@ def _causal_map(q, k, g):
 def bidirectional_gla_map(q, k, g_fwd, g_bwd, scale=None):
     """The (B, H, T, T) map A with ``A @ v == bidirectional_gla(...)``.
 
-    ``A = (A^f + A^b) / 2`` (operators.md section 5), per head::
+    ``A = (A^f + A^b) / 2`` (specs/operators.md section 5), per head::
 
         A^f_ts = scale sum_c q_tc k_sc exp(sum_{r=s+1}^{t} g^f_rc),  s <= t
         A^b_ts = scale sum_c q_tc k_sc exp(sum_{r=t}^{s-1} g^b_rc),  s >= t

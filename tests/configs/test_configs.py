@@ -46,18 +46,22 @@ def structure_key(model_cfg):
 
 
 @pytest.fixture(scope='module')
-def teacher_checkpoints(tmp_path_factory):
-    """Synthetic mmpretrain checkpoints of softmax DeiT-T/S/B classifiers."""
+def teacher_checkpoint(tmp_path_factory):
+    """checkpoint(teacher_cfg) -> path of a synthetic mmpretrain checkpoint
+    of that softmax classifier (one file per distinct teacher)."""
     init_default_scope('mmpretrain')
     folder = tmp_path_factory.mktemp('teachers')
     paths = {}
-    for size in 'tsb':
-        cfg = load(f'configs/_base_/models/deit-{size}.py')
-        model = MODELS.build(cfg.model)
-        paths[cfg.model.backbone.arch] = str(folder / f'deit-{size}.pth')
-        torch.save({'state_dict': model.state_dict()},
-                   paths[cfg.model.backbone.arch])
-    return paths
+
+    def checkpoint(teacher_cfg):
+        key = repr(teacher_cfg.to_dict())
+        if key not in paths:
+            paths[key] = str(folder / f'teacher{len(paths)}.pth')
+            model = MODELS.build(teacher_cfg)
+            torch.save({'state_dict': model.state_dict()}, paths[key])
+        return paths[key]
+
+    return checkpoint
 
 
 def test_every_config_parses():
@@ -76,7 +80,7 @@ def test_config_heads_match_data(path):
     assert model.head.num_classes == cfg.data_preprocessor.num_classes, path
 
 
-def test_every_model_builds(teacher_checkpoints):
+def test_every_model_builds(teacher_checkpoint, tmp_path):
     init_default_scope('mmpretrain')
     built = set()
     for path in EXPERIMENTS:
@@ -87,9 +91,15 @@ def test_every_model_builds(teacher_checkpoints):
         built.add(key)
         model_cfg = cfg.model
         if model_cfg.type == 'AttentionDistiller':
-            arch = model_cfg.teacher.backbone.arch
-            model_cfg.teacher_checkpoint = teacher_checkpoints[arch]
+            model_cfg.teacher_checkpoint = teacher_checkpoint(
+                model_cfg.teacher)
         model = MODELS.build(model_cfg)
+        pretrained = model_cfg.get('backbone', {}).get('init_cfg')
+        if pretrained and pretrained['type'] == 'Pretrained':
+            # A fine-tuning config: its student checkpoint, synthesised.
+            student_file = tmp_path / 'student.pth'
+            torch.save({'state_dict': model.state_dict()}, student_file)
+            model.backbone.init_cfg['checkpoint'] = str(student_file)
         model.init_weights()
         assert sum(p.numel() for p in model.parameters()) > 0, path
     assert len(built) >= 10
@@ -127,7 +137,7 @@ def test_pipelines_build_and_run(path, image_file):
         assert results['inputs'].shape[0] == channels, path
 
 
-def test_flagship_trains_on_tiny_data(tmp_path, teacher_checkpoints, python):
+def test_flagship_trains_on_tiny_data(tmp_path, teacher_checkpoint, python):
     """A few iterations of the flagship recipe on a tiny image folder."""
     import numpy as np
     from PIL import Image
@@ -144,7 +154,8 @@ def test_flagship_trains_on_tiny_data(tmp_path, teacher_checkpoints, python):
         (data / 'meta').mkdir(exist_ok=True)
         (data / 'meta' / f'{split}.txt').write_text('\n'.join(lines))
     options = [
-        f'model.teacher_checkpoint={teacher_checkpoints["deit-base"]}',
+        'model.teacher_checkpoint=' +
+        teacher_checkpoint(load(FLAGSHIP).model.teacher),
         'train_dataloader.batch_size=2', 'train_dataloader.num_workers=0',
         'val_dataloader.batch_size=2', 'val_dataloader.num_workers=0',
         f'train_dataloader.dataset.data_root={data}',

@@ -430,6 +430,11 @@ def test_map_loss_refuses_an_operator_without_map(teacher_ckpt):
         )
 
 
+def test_no_distillation_loss_is_refused(teacher_ckpt):
+    with pytest.raises(ValueError, match='at least one distillation loss'):
+        build(teacher_ckpt, distill_losses=[])
+
+
 def test_logit_loss_needs_heads(teacher_ckpt):
     with pytest.raises(ValueError, match='teacher has no head'):
         build(

@@ -1,5 +1,5 @@
 """Gated linear attention (mmlvit.ops.gla) against float64 oracles written
-out from operators.md section 5 and against fla's naive recurrent
+out from specs/operators.md section 5 and against fla's naive recurrent
 reference, plus the plumbing of the fla dispatch."""
 
 import pytest
@@ -75,6 +75,14 @@ def fla_naive(q, k, v, g, scale):
     return o.transpose(1, 2)
 
 
+def grads(fn, tensors, seed=1):
+    """Gradients of <fn(*tensors), w> for a fixed random w."""
+    tensors = [t.detach().requires_grad_() for t in tensors]
+    out = fn(*tensors)
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed))
+    return torch.autograd.grad(out, tensors, w.to(out.dtype))
+
+
 # ----------------------------------------------------------- causal scans
 
 
@@ -133,10 +141,26 @@ def test_chunked_survives_vanishing_gates():
     float64 as well)."""
     q, k, v, _ = inputs(T=50)
     g = -400 * torch.rand(q.shape, generator=torch.Generator().manual_seed(3))
-    out = gla_chunked(q, k, v, g.double())
+    out = gla_chunked(q, k, v, g)
     torch.testing.assert_close(out, gla_recurrent(q, k, v, g), **F64)
-    out32 = gla_chunked(*(t.float() for t in (q, k, v, g)))
-    assert torch.isfinite(out32).all()
+    for a, b in zip(
+        grads(gla_chunked, (q, k, v, g)), grads(gla_recurrent, (q, k, v, g))
+    ):
+        torch.testing.assert_close(a, b, **F64)
+    inputs32 = [t.float() for t in (q, k, v, g)]
+    assert torch.isfinite(gla_chunked(*inputs32)).all()
+    assert all(torch.isfinite(t).all() for t in grads(gla_chunked, inputs32))
+
+
+@pytest.mark.parametrize('chunk_size', [1, 4, 16, 64])
+def test_chunked_gradients_equal_recurrent_gradients(chunk_size):
+    """The written-out backward (dg from q * dq - k * dk) against autograd
+    through the recurrence, T = 37 not divided by the chunk."""
+    tensors = inputs(T=37, dv=5)
+    expected = grads(gla_recurrent, tensors)
+    got = grads(lambda *a: gla_chunked(*a, chunk_size=chunk_size), tensors)
+    for name, a, b in zip('q k v g'.split(), got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11, msg=name)
 
 
 def test_chunked_gradcheck():
@@ -360,14 +384,17 @@ def test_missing_fla_raises_import_error(monkeypatch):
             raise ImportError('No module named fla')
         return real_import(name, *args, **kwargs)
 
+    caches = (gla_ops._fla_chunk_gla, gla_ops._fla_importable)
     monkeypatch.setattr(builtins, '__import__', no_fla)
-    gla_ops._fla_chunk_gla.cache_clear()
+    for cached in caches:
+        cached.cache_clear()
     try:
         with pytest.raises(ImportError, match='fla-core'):
             gla_ops._fla_chunk_gla()
         assert not gla_ops._fla_importable()
     finally:
-        gla_ops._fla_chunk_gla.cache_clear()
+        for cached in caches:
+            cached.cache_clear()
 
 
 # --------------------------------------------------------- CUDA only

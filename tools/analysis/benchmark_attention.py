@@ -355,7 +355,7 @@ def plot(args, timing, memory, path):
     fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name in [REFERENCE] + args.operators:
         ns = sorted(args.tokens)
-        style = dict(marker='o', label=name.replace('Attention', ''))
+        style = dict(marker='o', label=name)
         if name == REFERENCE:
             style.update(color='black', linewidth=2.5)
         ax_time.plot(ns, [1e3 * timing[name][n] for n in ns], **style)

@@ -13,7 +13,7 @@ from .base import BaseAttention
 
 @MODELS.register_module()
 class GatedLinearAttention(BaseAttention):
-    """Bidirectional GLA over image tokens (operators.md section 5).
+    """Bidirectional GLA over image tokens (specs/operators.md section 5).
 
     Keeps softmax attention's ``qkv`` (C -> 3C, d_k = d_v = d = C/h) and
     ``proj``, so a DeiT/ViT checkpoint copies in. Per head, the tokens (class

@@ -137,7 +137,8 @@ class AttentionDistiller(BaseModel):
             ``[dict(type='AttentionOutputMSE')]``.
         data_preprocessor (dict, optional): Given by the Runner from the
             config's top-level ``data_preprocessor``; becomes the student's
-            unless the student config sets its own.
+            unless the student config sets its own (used only when
+            ``student`` is a config).
         init_cfg (dict, optional): mmengine init config.
 
     Attributes:
@@ -170,6 +171,10 @@ class AttentionDistiller(BaseModel):
         self.teacher.requires_grad_(False)
         self.teacher.eval()
         self.teacher.is_init = True  # init_weights() must not reset it
+        if not distill_losses:
+            raise ValueError(
+                'AttentionDistiller needs at least one distillation loss.'
+            )
         self.distill_losses = nn.ModuleList(
             MODELS.build(cfg) for cfg in distill_losses
         )
