@@ -95,7 +95,7 @@ def test_every_model_builds(teacher_checkpoint, tmp_path):
                 model_cfg.teacher)
         model = MODELS.build(model_cfg)
         pretrained = model_cfg.get('backbone', {}).get('init_cfg')
-        if pretrained and pretrained['type'] == 'Pretrained':
+        if isinstance(pretrained, dict) and pretrained.type == 'Pretrained':
             # A fine-tuning config: its student checkpoint, synthesised.
             student_file = tmp_path / 'student.pth'
             torch.save({'state_dict': model.state_dict()}, student_file)
@@ -137,12 +137,13 @@ def test_pipelines_build_and_run(path, image_file):
         assert results['inputs'].shape[0] == channels, path
 
 
-def test_flagship_trains_on_tiny_data(tmp_path, teacher_checkpoint, python):
-    """A few iterations of the flagship recipe on a tiny image folder."""
+@pytest.fixture(scope='module')
+def tiny_imagenet(tmp_path_factory):
+    """Two classes, two images each, in ImageNet's folder + meta layout."""
     import numpy as np
     from PIL import Image
 
-    data = tmp_path / 'data'
+    data = tmp_path_factory.mktemp('tiny_imagenet')
     for split in ('train', 'val'):
         lines = []
         for label, wnid in enumerate(('n01440764', 'n01443537')):
@@ -153,37 +154,55 @@ def test_flagship_trains_on_tiny_data(tmp_path, teacher_checkpoint, python):
                 lines.append(f'{wnid}/{i}.png {label}')
         (data / 'meta').mkdir(exist_ok=True)
         (data / 'meta' / f'{split}.txt').write_text('\n'.join(lines))
-    options = [
-        'model.teacher_checkpoint=' +
-        teacher_checkpoint(load(FLAGSHIP).model.teacher),
+    return data
+
+
+def tiny_data_options(data):
+    return [
+        f'{split}_dataloader.dataset.data_root={data}'
+        for split in ('train', 'val', 'test')
+    ] + [
         'train_dataloader.batch_size=2', 'train_dataloader.num_workers=0',
         'val_dataloader.batch_size=2', 'val_dataloader.num_workers=0',
-        f'train_dataloader.dataset.data_root={data}',
-        f'val_dataloader.dataset.data_root={data}',
-        f'test_dataloader.dataset.data_root={data}',
-        'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
-        'default_hooks.logger.interval=1',
-        'model.student.head.num_classes=2',
-        'data_preprocessor.num_classes=2',
-        'val_evaluator.topk=[1]',
+        'model.student.head.num_classes=2', 'data_preprocessor.num_classes=2',
+        'val_evaluator.topk=[1]'
     ]
+
+
+def train(python, work_dir, options):
     out = subprocess.run(
         [python, 'tools/train.py', FLAGSHIP, '--work-dir',
-         str(tmp_path / 'work'), '--cfg-options', *options],
+         str(work_dir), '--cfg-options', *options],
         cwd=ROOT, capture_output=True, text=True, timeout=900)
-    log = out.stdout + out.stderr
-    assert out.returncode == 0, log[-4000:]
+    return out.returncode, out.stdout + out.stderr
+
+
+def test_flagship_trains_on_tiny_data(tmp_path, teacher_checkpoint,
+                                      tiny_imagenet, python):
+    """A few iterations of the flagship recipe on a tiny image folder with
+    a synthetic DeiT-B checkpoint."""
+    teacher = teacher_checkpoint(load(FLAGSHIP).model.teacher)
+    code, log = train(python, tmp_path, [
+        f'model.teacher_checkpoint={teacher}', 'train_cfg.max_epochs=1',
+        'default_hooks.logger.interval=1', *tiny_data_options(tiny_imagenet)
+    ])
+    assert code == 0, log[-4000:]
     assert 'Epoch(train) [1][2/2]' in log
     assert 'loss_distill' in log
     assert 'SoftmaxToLinearInitHook' in log
-    ckpt = load_checkpoint_file(tmp_path / 'work' / 'epoch_1.pth')
+    ckpt = load_checkpoint_file(tmp_path / 'epoch_1.pth')
     assert not any(k.startswith('teacher.') for k in ckpt['state_dict'])
 
 
-def test_missing_teacher_checkpoint_names_the_field(tmp_path, python):
-    out = subprocess.run(
-        [python, 'tools/train.py', FLAGSHIP, '--work-dir',
-         str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-        timeout=600)
-    assert out.returncode != 0
-    assert 'model.teacher_checkpoint' in out.stderr
+def test_missing_teacher_checkpoint_names_the_field(tmp_path, tiny_imagenet,
+                                                    python):
+    code, log = train(python, tmp_path, tiny_data_options(tiny_imagenet))
+    assert code != 0
+    assert 'model.teacher_checkpoint' in log
+
+
+def test_missing_data_root_names_the_field(tmp_path, python):
+    code, log = train(python, tmp_path,
+                      ['model.teacher_checkpoint=unused.pth'])
+    assert code != 0
+    assert "train_dataloader.dataset.data_root='data/imagenet'" in log

@@ -25,7 +25,14 @@ def load_teacher_weights(teacher, checkpoint):
 
     Raises:
         CheckpointError: The file leaves teacher parameters unset.
+        ValueError: No checkpoint is given.
     """
+    if not checkpoint:
+        raise ValueError(
+            'AttentionDistiller needs the frozen softmax teacher\'s weights, '
+            'but model.teacher_checkpoint is not set: pass --cfg-options '
+            'model.teacher_checkpoint=PATH (an mmpretrain, timm, DeiT, MAE, '
+            'DINO, MoCo v3 or iBOT checkpoint).')
     state = load_softmax_checkpoint(checkpoint)
     missing, unexpected = teacher.load_state_dict(state, strict=False)
     if missing:
