@@ -25,9 +25,15 @@ $(STAMP): $(REQS)
 $(DATA): $(FMNIST) | $(STAMP)
 	$(PY) tools/data/prepare_fashion_mnist.py
 
+# The pipeline at demo scale on Fashion-MNIST: a tiny softmax teacher, then
+# GLA students (Random / MLPCopy, each with and without distillation) and a
+# results table + plot in work_dirs/demo/.
 demo: setup
-	$(PY) tools/train.py configs/fashion_mnist/vit-tiny-p4_softmax_fashion-mnist.py \
-		--work-dir work_dirs/demo --cfg-options train_cfg.max_epochs=3
+	$(PY) tools/analysis/reproduce.py --operators gla \
+		--settings random mlpcopy --distill both --epochs 3 \
+		--train-indices 5000 --test-indices 2000 \
+		--teacher work_dirs/demo/teacher.pth \
+		--out work_dirs/demo/results.csv --work-root work_dirs/demo
 
 test: setup
 	$(PY) -m pytest -q tests
