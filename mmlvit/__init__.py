@@ -3,6 +3,7 @@
 Importing the package registers its modules in mmpretrain's registries and
 makes mmengine checkpoints load safely under torch's ``weights_only`` default.
 """
+
 from . import checkpoint
 from .version import __version__
 

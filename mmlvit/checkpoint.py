@@ -12,6 +12,7 @@ truncated zip, missing file) into errors that name the file and the fix.
 It also serves mmengine's local-path scheme, so ``load_from``, ``--resume``
 and ``init_cfg=dict(type='Pretrained')`` get the same checks and messages.
 """
+
 import os.path as osp
 import pickle
 import zipfile
@@ -35,12 +36,27 @@ def _numpy_safe_globals():
     multiarray = np._core.multiarray
     types = [np.ndarray, np.dtype, multiarray._reconstruct, multiarray.scalar]
     types += [t for t in vars(np.dtypes).values() if isinstance(t, type)]
-    types += [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
-              np.uint16, np.uint32, np.uint64, np.float16, np.float32,
-              np.float64, np.complex64, np.complex128]
+    types += [
+        np.bool_,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint8,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.float16,
+        np.float32,
+        np.float64,
+        np.complex64,
+        np.complex128,
+    ]
     # Files written under numpy 1.x name the functions by their old module.
-    types += [(multiarray._reconstruct, 'numpy.core.multiarray._reconstruct'),
-              (multiarray.scalar, 'numpy.core.multiarray.scalar')]
+    types += [
+        (multiarray._reconstruct, 'numpy.core.multiarray._reconstruct'),
+        (multiarray.scalar, 'numpy.core.multiarray.scalar'),
+    ]
     return types
 
 
@@ -57,14 +73,18 @@ def _history_buffer_getattr(obj, name):
     if obj is HistoryBuffer and name in statistics:
         return getattr(HistoryBuffer, name)
     raise pickle.UnpicklingError(
-        f'getattr({obj!r}, {name!r}) is not allowed while loading a '
-        'checkpoint')
+        f'getattr({obj!r}, {name!r}) is not allowed while loading a checkpoint'
+    )
 
 
-SAFE_GLOBALS = [HistoryBuffer] + _numpy_safe_globals() + [
-    (_history_buffer_getattr, '__builtin__.getattr'),
-    (_history_buffer_getattr, 'builtins.getattr'),
-]
+SAFE_GLOBALS = (
+    [HistoryBuffer]
+    + _numpy_safe_globals()
+    + [
+        (_history_buffer_getattr, '__builtin__.getattr'),
+        (_history_buffer_getattr, 'builtins.getattr'),
+    ]
+)
 
 
 def register_safe_globals():
@@ -96,30 +116,45 @@ def load_checkpoint_file(filename, map_location='cpu'):
     if filename.endswith('.safetensors'):
         return _load_safetensors(filename, map_location)
     try:
-        return torch.load(filename, map_location=map_location,
-                          weights_only=True)
+        return torch.load(
+            filename, map_location=map_location, weights_only=True
+        )
     except pickle.UnpicklingError as err:
         if 'Weights only load failed' in str(err):
             detail = str(err).split('\n')
-            culprit = next((line.strip() for line in detail
-                            if 'Unsupported global' in line
-                            or 'Unsupported operand' in line), detail[0])
+            culprit = next(
+                (
+                    line.strip()
+                    for line in detail
+                    if 'Unsupported global' in line
+                    or 'Unsupported operand' in line
+                ),
+                detail[0],
+            )
             raise UnsafeCheckpointError(
                 f'Refused to load {filename}: it pickles objects that are '
                 f'not plain tensors or allow-listed types ({culprit}), and '
                 'unpickling them could execute code. Nothing from the file '
                 'was run. If the file comes from a source you trust, '
                 're-save its tensors (e.g. as .safetensors or a dict of '
-                'tensors) and load that instead.') from err
+                'tensors) and load that instead.'
+            ) from err
         raise CheckpointError(
             f'Cannot read checkpoint {filename}: the file is corrupt or is '
-            f'not a torch checkpoint ({err}).') from err
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError,
-            ValueError) as err:
+            f'not a torch checkpoint ({err}).'
+        ) from err
+    except (
+        RuntimeError,
+        EOFError,
+        zipfile.BadZipFile,
+        OSError,
+        ValueError,
+    ) as err:
         raise CheckpointError(
             f'Cannot read checkpoint {filename}: the file is truncated or '
             f'corrupt ({type(err).__name__}: {err}). Re-download or re-save '
-            'it.') from err
+            'it.'
+        ) from err
 
 
 def _load_safetensors(filename, map_location):
@@ -132,7 +167,8 @@ def _load_safetensors(filename, map_location):
     except (SafetensorError, OSError, ValueError) as err:
         raise CheckpointError(
             f'Cannot read safetensors file {filename}: the file is truncated '
-            f'or corrupt ({err}).') from err
+            f'or corrupt ({err}).'
+        ) from err
 
 
 def _load_from_local(filename, map_location):
@@ -144,4 +180,5 @@ def install():
     reading through :func:`load_checkpoint_file`."""
     register_safe_globals()
     CheckpointLoader.register_scheme(
-        prefixes='', loader=_load_from_local, force=True)
+        prefixes='', loader=_load_from_local, force=True
+    )

@@ -1,4 +1,5 @@
 """Fixtures shared by the whole suite."""
+
 import os.path as osp
 import sys
 
@@ -23,6 +24,8 @@ def python():
 def fashion_mnist_root():
     """Extracted Fashion-MNIST (``make setup`` prepares it)."""
     if not osp.isfile(osp.join(FASHION_MNIST, 't10k-labels-idx1-ubyte')):
-        pytest.fail('Fashion-MNIST is not prepared: run `make setup` (or '
-                    'python tools/data/prepare_fashion_mnist.py).')
+        pytest.fail(
+            'Fashion-MNIST is not prepared: run `make setup` (or '
+            'python tools/data/prepare_fashion_mnist.py).'
+        )
     return FASHION_MNIST

@@ -1,4 +1,5 @@
 """Checkpoints load safely (weights_only + allow-list) with clear errors."""
+
 import os
 import subprocess
 
@@ -7,8 +8,11 @@ import torch
 from mmengine.logging import HistoryBuffer
 from mmengine.runner import CheckpointLoader
 
-from mmlvit.checkpoint import (CheckpointError, UnsafeCheckpointError,
-                               load_checkpoint_file)
+from mmlvit.checkpoint import (
+    CheckpointError,
+    UnsafeCheckpointError,
+    load_checkpoint_file,
+)
 
 
 class _RunsCode:
@@ -18,7 +22,7 @@ class _RunsCode:
         self.marker = marker
 
     def __reduce__(self):
-        return (os.system, (f'touch {self.marker}', ))
+        return (os.system, (f'touch {self.marker}',))
 
 
 def test_mmengine_objects_load(tmp_path):
@@ -28,9 +32,13 @@ def test_mmengine_objects_load(tmp_path):
     buffer.update(1.5)
     path = tmp_path / 'ok.pth'
     torch.save(
-        dict(state_dict={'w': torch.ones(2)},
-             message_hub=dict(log_scalars={'loss': buffer}),
-             meta=dict(seed=np.int64(3), arr=np.arange(3))), path)
+        dict(
+            state_dict={'w': torch.ones(2)},
+            message_hub=dict(log_scalars={'loss': buffer}),
+            meta=dict(seed=np.int64(3), arr=np.arange(3)),
+        ),
+        path,
+    )
     ckpt = load_checkpoint_file(path)
     assert ckpt['message_hub']['log_scalars']['loss'].mean() == 1.5
     assert ckpt['meta']['seed'] == 3
@@ -52,8 +60,10 @@ def test_getattr_gadget_is_refused(tmp_path):
     # A pickle that calls getattr on an allowed object to climb to code
     # execution: only HistoryBuffer's statistics lookups are served.
     marker = tmp_path / 'pwned'
-    data = (b'\x80\x02c__builtin__\ngetattr\nq\x00cnumpy\nndarray\n'
-            b'X\t\x00\x00\x00__class__\x86R.')
+    data = (
+        b'\x80\x02c__builtin__\ngetattr\nq\x00cnumpy\nndarray\n'
+        b'X\t\x00\x00\x00__class__\x86R.'
+    )
     path = tmp_path / 'gadget.pkl'
     path.write_bytes(data)
     with pytest.raises(UnsafeCheckpointError):
@@ -65,7 +75,7 @@ def test_truncated_checkpoint(tmp_path):
     path = tmp_path / 'trunc.pth'
     torch.save({'state_dict': {'w': torch.randn(100, 100)}}, path)
     data = path.read_bytes()
-    path.write_bytes(data[:len(data) // 2])
+    path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match='trunc.pth'):
         load_checkpoint_file(path)
 
@@ -83,8 +93,8 @@ def test_safetensors(tmp_path):
     from safetensors.torch import save_file
 
     path = tmp_path / 'w.safetensors'
-    save_file({'w': torch.arange(4.)}, str(path))
-    assert torch.equal(load_checkpoint_file(path)['w'], torch.arange(4.))
+    save_file({'w': torch.arange(4.0)}, str(path))
+    assert torch.equal(load_checkpoint_file(path)['w'], torch.arange(4.0))
     path.write_bytes(path.read_bytes()[:20])
     with pytest.raises(CheckpointError, match='w.safetensors'):
         load_checkpoint_file(path)
@@ -95,9 +105,10 @@ def test_weights_only_default_stays_on(tmp_path, python):
     marker = tmp_path / 'pwned'
     path = tmp_path / 'evil.pth'
     torch.save({'payload': _RunsCode(marker)}, path)
-    script = (f'import mmlvit, torch\ntorch.load({str(path)!r})')
-    out = subprocess.run([python, '-c', script], capture_output=True,
-                         text=True)
+    script = f'import mmlvit, torch\ntorch.load({str(path)!r})'
+    out = subprocess.run(
+        [python, '-c', script], capture_output=True, text=True
+    )
     assert out.returncode != 0
     assert 'Weights only load failed' in out.stderr
     assert not marker.exists()

@@ -4,6 +4,7 @@ Example:
     python tools/test.py CONFIG work_dirs/xxx/epoch_10.pth
     bash tools/dist_test.sh CONFIG CHECKPOINT 8
 """
+
 import argparse
 import os
 import os.path as osp
@@ -23,14 +24,23 @@ def parse_args(argv=None):
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('--work-dir', help='directory for the logs')
     parser.add_argument('--out', help='dump the metrics (.json/.pkl)')
-    parser.add_argument('--amp', action='store_true',
-                        help='test with automatic mixed precision')
     parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction,
-        help='override config entries, e.g. key=value or key="[a,b]"')
-    parser.add_argument('--launcher', default='none',
-                        choices=['none', 'pytorch', 'slurm', 'mpi'],
-                        help='job launcher')
+        '--amp',
+        action='store_true',
+        help='test with automatic mixed precision',
+    )
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override config entries, e.g. key=value or key="[a,b]"',
+    )
+    parser.add_argument(
+        '--launcher',
+        default='none',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        help='job launcher',
+    )
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
@@ -43,8 +53,9 @@ def merge_args(cfg, args):
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir') is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+        cfg.work_dir = osp.join(
+            './work_dirs', osp.splitext(osp.basename(args.config))[0]
+        )
     cfg.load_from = args.checkpoint
     if args.amp:
         cfg.test_cfg.fp16 = True
@@ -60,13 +71,17 @@ def merge_args(cfg, args):
 def main(argv=None):
     args = parse_args(argv)
     cfg = merge_args(Config.fromfile(args.config), args)
-    check_data_roots(cfg, loaders=('test_dataloader', ))
+    check_data_roots(cfg, loaders=('test_dataloader',))
     init_cpu_distributed(cfg)
-    runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg
-              else RUNNERS.build(cfg))
+    runner = (
+        Runner.from_cfg(cfg)
+        if 'runner_type' not in cfg
+        else RUNNERS.build(cfg)
+    )
     metrics = runner.test()
     if args.out:
         from mmengine.fileio import dump
+
         dump(metrics, args.out)
     return metrics
 

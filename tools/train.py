@@ -6,6 +6,7 @@ Examples:
     python tools/train.py CONFIG --cfg-options train_dataloader.batch_size=64
     bash tools/dist_train.sh CONFIG 8                # DDP via torchrun
 """
+
 import argparse
 import os
 import os.path as osp
@@ -25,30 +26,53 @@ DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Train a model')
     parser.add_argument('config', help='train config file path')
-    parser.add_argument('--work-dir',
-                        help='directory for logs and checkpoints')
     parser.add_argument(
-        '--resume', nargs='?', type=str, const='auto',
+        '--work-dir', help='directory for logs and checkpoints'
+    )
+    parser.add_argument(
+        '--resume',
+        nargs='?',
+        type=str,
+        const='auto',
         help='resume from this checkpoint, or without a path from the latest '
-        'checkpoint in the work directory')
-    parser.add_argument('--amp', action='store_true',
-                        help='automatic mixed precision training')
-    parser.add_argument('--no-validate', action='store_true',
-                        help='skip validation during training')
-    parser.add_argument('--auto-scale-lr', action='store_true',
-                        help='scale the lr by actual / base batch size')
-    parser.add_argument('--no-pin-memory', action='store_true',
-                        help='disable pin_memory in the dataloaders')
+        'checkpoint in the work directory',
+    )
     parser.add_argument(
-        '--no-persistent-workers', action='store_true',
+        '--amp', action='store_true', help='automatic mixed precision training'
+    )
+    parser.add_argument(
+        '--no-validate',
+        action='store_true',
+        help='skip validation during training',
+    )
+    parser.add_argument(
+        '--auto-scale-lr',
+        action='store_true',
+        help='scale the lr by actual / base batch size',
+    )
+    parser.add_argument(
+        '--no-pin-memory',
+        action='store_true',
+        help='disable pin_memory in the dataloaders',
+    )
+    parser.add_argument(
+        '--no-persistent-workers',
+        action='store_true',
         help='disable persistent_workers in the dataloaders (it is already '
-        'off for any dataloader with num_workers=0)')
+        'off for any dataloader with num_workers=0)',
+    )
     parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction,
-        help='override config entries, e.g. key=value or key="[a,b]"')
-    parser.add_argument('--launcher', default='none',
-                        choices=['none', 'pytorch', 'slurm', 'mpi'],
-                        help='job launcher')
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override config entries, e.g. key=value or key="[a,b]"',
+    )
+    parser.add_argument(
+        '--launcher',
+        default='none',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        help='job launcher',
+    )
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
@@ -79,8 +103,9 @@ def merge_args(cfg, args):
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir') is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+        cfg.work_dir = osp.join(
+            './work_dirs', osp.splitext(osp.basename(args.config))[0]
+        )
     if args.amp:
         cfg.optim_wrapper.type = 'AmpOptimWrapper'
         cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
@@ -103,8 +128,11 @@ def main(argv=None):
     # config selects mmengine's FSDP strategy.
     check_data_roots(cfg)
     init_cpu_distributed(cfg)
-    runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg
-              else RUNNERS.build(cfg))
+    runner = (
+        Runner.from_cfg(cfg)
+        if 'runner_type' not in cfg
+        else RUNNERS.build(cfg)
+    )
     runner.train()
 
 

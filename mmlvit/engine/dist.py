@@ -6,6 +6,7 @@ the process group is created with gloo first; mmengine then finds it
 initialised. Its default DDP wrapper passes ``device_ids=[LOCAL_RANK]``,
 which DDP rejects for CPU modules, so the wrapper is configured without.
 """
+
 import torch
 import torch.distributed as torch_dist
 
@@ -22,8 +23,11 @@ def init_cpu_distributed(cfg):
     cfg.env_cfg.setdefault('dist_cfg', {})['backend'] = 'gloo'
     cfg.setdefault(
         'model_wrapper_cfg',
-        dict(type='MMDistributedDataParallel', device_ids=None,
-             find_unused_parameters=cfg.get('find_unused_parameters',
-                                            False)))
+        dict(
+            type='MMDistributedDataParallel',
+            device_ids=None,
+            find_unused_parameters=cfg.get('find_unused_parameters', False),
+        ),
+    )
     if not torch_dist.is_initialized():
         torch_dist.init_process_group(backend='gloo')

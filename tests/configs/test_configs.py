@@ -1,5 +1,6 @@
 """Every config parses and builds its model; the flagship trains a few
 iterations end to end on tiny data with a synthetic DeiT-B checkpoint."""
+
 import copy
 import glob
 import os.path as osp
@@ -16,8 +17,8 @@ from mmlvit.checkpoint import load_checkpoint_file
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 ALL_CONFIGS = sorted(
     osp.relpath(p, ROOT)
-    for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'),
-                       recursive=True))
+    for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True)
+)
 EXPERIMENTS = [c for c in ALL_CONFIGS if '_base_' not in c]
 FLAGSHIP = 'configs/lvit/vit-b_gla_copy-distill_in1k.py'
 
@@ -92,7 +93,8 @@ def test_every_model_builds(teacher_checkpoint, tmp_path):
         model_cfg = cfg.model
         if model_cfg.type == 'AttentionDistiller':
             model_cfg.teacher_checkpoint = teacher_checkpoint(
-                model_cfg.teacher)
+                model_cfg.teacher
+            )
         model = MODELS.build(model_cfg)
         pretrained = model_cfg.get('backbone', {}).get('init_cfg')
         if isinstance(pretrained, dict) and pretrained.type == 'Pretrained':
@@ -110,9 +112,11 @@ def image_file(tmp_path_factory):
     """A small colour PNG for the pipelines that load from disk."""
     import numpy as np
     from PIL import Image
+
     path = tmp_path_factory.mktemp('img') / 'img.png'
-    Image.fromarray(np.random.randint(0, 255, (40, 48, 3),
-                                      np.uint8)).save(path)
+    Image.fromarray(np.random.randint(0, 255, (40, 48, 3), np.uint8)).save(
+        path
+    )
     return str(path)
 
 
@@ -120,18 +124,21 @@ def image_file(tmp_path_factory):
 def test_pipelines_build_and_run(path, image_file):
     import numpy as np
     from PIL import Image
+
     cfg = load(path)
     init_default_scope('mmpretrain')
     channels = cfg.model.get('student', cfg.model).backbone.get(
-        'in_channels', 3)
+        'in_channels', 3
+    )
     for loader in ('train_dataloader', 'test_dataloader'):
         pipeline = [TRANSFORMS.build(t) for t in cfg[loader].dataset.pipeline]
         if pipeline and type(pipeline[0]).__name__ == 'LoadImageFromFile':
             results = dict(img_path=image_file, gt_label=1)
         else:  # datasets that hold decoded arrays (MNIST-like, CIFAR, STL)
             img = np.asarray(Image.open(image_file))
-            results = dict(img=img[..., 0] if channels == 1 else img,
-                           gt_label=1)
+            results = dict(
+                img=img[..., 0] if channels == 1 else img, gt_label=1
+            )
         for transform in pipeline:
             results = transform(results)
         assert results['inputs'].shape[0] == channels, path
@@ -162,30 +169,51 @@ def tiny_data_options(data):
         f'{split}_dataloader.dataset.data_root={data}'
         for split in ('train', 'val', 'test')
     ] + [
-        'train_dataloader.batch_size=2', 'train_dataloader.num_workers=0',
-        'val_dataloader.batch_size=2', 'val_dataloader.num_workers=0',
-        'model.student.head.num_classes=2', 'data_preprocessor.num_classes=2',
-        'val_evaluator.topk=[1]'
+        'train_dataloader.batch_size=2',
+        'train_dataloader.num_workers=0',
+        'val_dataloader.batch_size=2',
+        'val_dataloader.num_workers=0',
+        'model.student.head.num_classes=2',
+        'data_preprocessor.num_classes=2',
+        'val_evaluator.topk=[1]',
     ]
 
 
 def train(python, work_dir, options):
     out = subprocess.run(
-        [python, 'tools/train.py', FLAGSHIP, '--work-dir',
-         str(work_dir), '--cfg-options', *options],
-        cwd=ROOT, capture_output=True, text=True, timeout=900)
+        [
+            python,
+            'tools/train.py',
+            FLAGSHIP,
+            '--work-dir',
+            str(work_dir),
+            '--cfg-options',
+            *options,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     return out.returncode, out.stdout + out.stderr
 
 
-def test_flagship_trains_on_tiny_data(tmp_path, teacher_checkpoint,
-                                      tiny_imagenet, python):
+def test_flagship_trains_on_tiny_data(
+    tmp_path, teacher_checkpoint, tiny_imagenet, python
+):
     """A few iterations of the flagship recipe on a tiny image folder with
     a synthetic DeiT-B checkpoint."""
     teacher = teacher_checkpoint(load(FLAGSHIP).model.teacher)
-    code, log = train(python, tmp_path, [
-        f'model.teacher_checkpoint={teacher}', 'train_cfg.max_epochs=1',
-        'default_hooks.logger.interval=1', *tiny_data_options(tiny_imagenet)
-    ])
+    code, log = train(
+        python,
+        tmp_path,
+        [
+            f'model.teacher_checkpoint={teacher}',
+            'train_cfg.max_epochs=1',
+            'default_hooks.logger.interval=1',
+            *tiny_data_options(tiny_imagenet),
+        ],
+    )
     assert code == 0, log[-4000:]
     assert 'Epoch(train) [1][2/2]' in log
     assert 'loss_distill' in log
@@ -194,15 +222,17 @@ def test_flagship_trains_on_tiny_data(tmp_path, teacher_checkpoint,
     assert not any(k.startswith('teacher.') for k in ckpt['state_dict'])
 
 
-def test_missing_teacher_checkpoint_names_the_field(tmp_path, tiny_imagenet,
-                                                    python):
+def test_missing_teacher_checkpoint_names_the_field(
+    tmp_path, tiny_imagenet, python
+):
     code, log = train(python, tmp_path, tiny_data_options(tiny_imagenet))
     assert code != 0
     assert 'model.teacher_checkpoint' in log
 
 
 def test_missing_data_root_names_the_field(tmp_path, python):
-    code, log = train(python, tmp_path,
-                      ['model.teacher_checkpoint=unused.pth'])
+    code, log = train(
+        python, tmp_path, ['model.teacher_checkpoint=unused.pth']
+    )
     assert code != 0
     assert "train_dataloader.dataset.data_root='data/imagenet'" in log

@@ -33,10 +33,16 @@ def test_peak_memory_sees_a_known_allocation():
         f'spec = importlib.util.spec_from_file_location("b", {SCRIPT!r})\n'
         'b = importlib.util.module_from_spec(spec)\n'
         'spec.loader.exec_module(b)\n'
-        'print(b.peak_memory_mib(lambda: torch.ones(16 * 2**20).sum()))\n')
+        'print(b.peak_memory_mib(lambda: torch.ones(16 * 2**20).sum()))\n'
+    )
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_='65536')
-    out = subprocess.run([sys.executable, '-c', script], env=env,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, '-c', script],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert 60 < float(out.stdout.strip().splitlines()[-1]) < 72
 
 

@@ -1,5 +1,6 @@
 """The small-scale reproduction pipeline (teacher -> init -> distill -> eval)
 on a few hundred images: every artefact is produced and well-formed."""
+
 import csv
 import subprocess
 
@@ -10,19 +11,38 @@ import pytest
 def grid_run(tmp_path_factory, repo_root, python, fashion_mnist_root):
     out = tmp_path_factory.mktemp('reproduce')
     cmd = [
-        python, 'tools/analysis/reproduce.py', '--operators', 'gla',
-        '--settings', 'random', 'mlpcopy', 'softmax', '--distill', 'both',
-        '--epochs', '1', '--train-indices', '128', '--test-indices', '128',
+        python,
+        'tools/analysis/reproduce.py',
+        '--operators',
+        'gla',
+        '--settings',
+        'random',
+        'mlpcopy',
+        'softmax',
+        '--distill',
+        'both',
+        '--epochs',
+        '1',
+        '--train-indices',
+        '128',
+        '--test-indices',
+        '128',
         '--teacher',
-        str(out / 'teacher.pth'), '--out',
-        str(out / 'grid.csv'), '--work-root',
-        str(out / 'work'), '--threads', '1'
+        str(out / 'teacher.pth'),
+        '--out',
+        str(out / 'grid.csv'),
+        '--work-root',
+        str(out / 'work'),
+        '--threads',
+        '1',
     ]
-    first = subprocess.run(cmd, cwd=repo_root, capture_output=True,
-                           text=True, timeout=1200)
+    first = subprocess.run(
+        cmd, cwd=repo_root, capture_output=True, text=True, timeout=1200
+    )
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    again = subprocess.run(cmd, cwd=repo_root, capture_output=True,
-                           text=True, timeout=600)
+    again = subprocess.run(
+        cmd, cwd=repo_root, capture_output=True, text=True, timeout=600
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     return out, first.stdout, again.stdout
 
@@ -42,9 +62,13 @@ def test_rows_and_plot(grid_run):
     with open(out / 'grid.csv', newline='') as f:
         rows = list(csv.DictReader(f))
     runs = {(r['operator'], r['setting'], r['distill']) for r in rows}
-    assert runs == {('gla', 'random', '0'), ('gla', 'random', '1'),
-                    ('gla', 'mlpcopy', '0'), ('gla', 'mlpcopy', '1'),
-                    ('softmax', 'softmax', '0')}
+    assert runs == {
+        ('gla', 'random', '0'),
+        ('gla', 'random', '1'),
+        ('gla', 'mlpcopy', '0'),
+        ('gla', 'mlpcopy', '1'),
+        ('softmax', 'softmax', '0'),
+    }
     for row in rows:
         assert 0 <= float(row['top1']) <= 100
         assert float(row['wall_s']) > 0

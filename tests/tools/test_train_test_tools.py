@@ -1,5 +1,6 @@
 """tools/train.py, --resume, tools/test.py, load_from, mim and DDP, run
 as a user runs them (subprocesses) on a Fashion-MNIST subset."""
+
 import glob
 import json
 import os
@@ -16,8 +17,9 @@ TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
 
 
 def run(cmd, cwd, env=None, timeout=600):
-    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True,
-                         text=True, timeout=timeout)
+    out = subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out.stdout + out.stderr
 
@@ -26,8 +28,10 @@ def run(cmd, cwd, env=None, timeout=600):
 def trained(tmp_path_factory, repo_root, python, fashion_mnist_root):
     """Two epochs of the tiny config through tools/train.py."""
     work_dir = tmp_path_factory.mktemp('train')
-    log = run([python, 'tools/train.py', TINY, '--work-dir', str(work_dir)],
-              repo_root)
+    log = run(
+        [python, 'tools/train.py', TINY, '--work-dir', str(work_dir)],
+        repo_root,
+    )
     return work_dir, log
 
 
@@ -36,8 +40,9 @@ def test_train_writes_checkpoints(trained):
     assert 'Epoch(train) [2][4/4]' in log
     assert 'eta:' in log
     ckpt = load_checkpoint_file(work_dir / 'epoch_2.pth')
-    assert any(k.startswith('backbone.layers.1.attn.qkv')
-               for k in ckpt['state_dict'])
+    assert any(
+        k.startswith('backbone.layers.1.attn.qkv') for k in ckpt['state_dict']
+    )
     assert ckpt['meta']['epoch'] == 2
 
 
@@ -45,10 +50,19 @@ def test_resume_continues(trained, tmp_path, repo_root, python):
     work_dir, _ = trained
     resumed = tmp_path / 'resumed'
     shutil.copytree(work_dir, resumed)
-    log = run([
-        python, 'tools/train.py', TINY, '--work-dir',
-        str(resumed), '--resume', '--cfg-options', 'train_cfg.max_epochs=3'
-    ], repo_root)
+    log = run(
+        [
+            python,
+            'tools/train.py',
+            TINY,
+            '--work-dir',
+            str(resumed),
+            '--resume',
+            '--cfg-options',
+            'train_cfg.max_epochs=3',
+        ],
+        repo_root,
+    )
     assert 'resumed epoch: 2, iter: 8' in log
     assert 'Epoch(train) [3][4/4]' in log
     assert 'Epoch(train) [1]' not in log
@@ -59,39 +73,66 @@ def test_resume_continues(trained, tmp_path, repo_root, python):
 def test_test_tool_evaluates(trained, tmp_path, repo_root, python):
     work_dir, log = trained
     out_file = tmp_path / 'metrics.json'
-    test_log = run([
-        python, 'tools/test.py', TINY,
-        str(work_dir / 'epoch_2.pth'), '--work-dir',
-        str(tmp_path), '--out',
-        str(out_file)
-    ], repo_root)
+    test_log = run(
+        [
+            python,
+            'tools/test.py',
+            TINY,
+            str(work_dir / 'epoch_2.pth'),
+            '--work-dir',
+            str(tmp_path),
+            '--out',
+            str(out_file),
+        ],
+        repo_root,
+    )
     metrics = json.loads(out_file.read_text())
     assert 0 <= metrics['accuracy/top1'] <= 100
     # The same checkpoint validated during training gave the same accuracy.
-    assert f"accuracy/top1: {metrics['accuracy/top1']:.4f}" in log
+    assert f'accuracy/top1: {metrics["accuracy/top1"]:.4f}' in log
     assert 'Epoch(test)' in test_log
 
 
 def test_load_from(trained, tmp_path, repo_root, python):
     work_dir, _ = trained
-    log = run([
-        python, 'tools/train.py', TINY, '--work-dir',
-        str(tmp_path), '--cfg-options', f'load_from={work_dir}/epoch_2.pth',
-    ], repo_root)
+    log = run(
+        [
+            python,
+            'tools/train.py',
+            TINY,
+            '--work-dir',
+            str(tmp_path),
+            '--cfg-options',
+            f'load_from={work_dir}/epoch_2.pth',
+        ],
+        repo_root,
+    )
     assert f'Load checkpoint from {work_dir}/epoch_2.pth' in log
     assert 'Epoch(train) [2][4/4]' in log
 
 
-def test_corrupt_resume_checkpoint_is_named(trained, tmp_path, repo_root,
-                                            python):
+def test_corrupt_resume_checkpoint_is_named(
+    trained, tmp_path, repo_root, python
+):
     work_dir, _ = trained
     bad = tmp_path / 'bad.pth'
     data = (work_dir / 'epoch_2.pth').read_bytes()
-    bad.write_bytes(data[:len(data) // 3])
+    bad.write_bytes(data[: len(data) // 3])
     out = subprocess.run(
-        [python, 'tools/train.py', TINY, '--work-dir',
-         str(tmp_path), '--resume', str(bad)],
-        cwd=repo_root, capture_output=True, text=True, timeout=600)
+        [
+            python,
+            'tools/train.py',
+            TINY,
+            '--work-dir',
+            str(tmp_path),
+            '--resume',
+            str(bad),
+        ],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode != 0
     assert f'Cannot read checkpoint {bad}' in out.stderr
 
@@ -111,23 +152,37 @@ def _single_batch_loss(config, checkpoint, repo_root):
     dataset_cfg.data_root = osp.join(repo_root, dataset_cfg.data_root)
     dataset = DATASETS.build(dataset_cfg)
     batch = model.data_preprocessor(
-        dict(inputs=[dataset[i]['inputs'] for i in range(32)],
-             data_samples=[dataset[i]['data_samples'] for i in range(32)]),
-        training=True)
+        dict(
+            inputs=[dataset[i]['inputs'] for i in range(32)],
+            data_samples=[dataset[i]['data_samples'] for i in range(32)],
+        ),
+        training=True,
+    )
     model.eval()
     with torch.no_grad():
         return model(**batch, mode='loss')['loss'].item()
 
 
-def test_dist_train_two_processes_match_one(trained, tmp_path, repo_root,
-                                            python):
+def test_dist_train_two_processes_match_one(
+    trained, tmp_path, repo_root, python
+):
     """2 gloo processes x batch 16 == 1 process x batch 32, step for step."""
     work_dir, _ = trained
     env = dict(os.environ, PYTHON=python, PORT='29517', OMP_NUM_THREADS='1')
-    log = run([
-        'bash', 'tools/dist_train.sh', TINY, '2', '--work-dir',
-        str(tmp_path), '--cfg-options', 'train_dataloader.batch_size=16'
-    ], repo_root, env=env)
+    log = run(
+        [
+            'bash',
+            'tools/dist_train.sh',
+            TINY,
+            '2',
+            '--work-dir',
+            str(tmp_path),
+            '--cfg-options',
+            'train_dataloader.batch_size=16',
+        ],
+        repo_root,
+        env=env,
+    )
     assert 'Distributed launcher: pytorch' in log
     assert 'Distributed training: True' in log
     # 128 images, 16 per process: 4 iterations an epoch only with 2 ranks.
@@ -136,38 +191,73 @@ def test_dist_train_two_processes_match_one(trained, tmp_path, repo_root,
     one_ckpt = load_checkpoint_file(work_dir / 'epoch_2.pth')
     assert dist_ckpt['meta']['iter'] == one_ckpt['meta']['iter'] == 8
     for key, value in one_ckpt['state_dict'].items():
-        torch.testing.assert_close(dist_ckpt['state_dict'][key], value,
-                                   rtol=1e-4, atol=1e-5, msg=key)
+        torch.testing.assert_close(
+            dist_ckpt['state_dict'][key], value, rtol=1e-4, atol=1e-5, msg=key
+        )
     loss_dist = _single_batch_loss(TINY, tmp_path / 'epoch_2.pth', repo_root)
     loss_one = _single_batch_loss(TINY, work_dir / 'epoch_2.pth', repo_root)
     assert abs(loss_dist - loss_one) < 1e-4
 
 
-def test_mim_train_non_editable_install(tmp_path, repo_root, python,
-                                        fashion_mnist_root):
+def test_mim_train_non_editable_install(
+    tmp_path, repo_root, python, fashion_mnist_root
+):
     """`mim train mmlvit CONFIG` from a wheel installed into a folder."""
     wheel_dir, site = tmp_path / 'wheel', tmp_path / 'site'
-    run([
-        python, '-m', 'pip', 'wheel', '-q', '--no-deps',
-        '--no-build-isolation', '.', '-w',
-        str(wheel_dir)
-    ], repo_root)
+    run(
+        [
+            python,
+            '-m',
+            'pip',
+            'wheel',
+            '-q',
+            '--no-deps',
+            '--no-build-isolation',
+            '.',
+            '-w',
+            str(wheel_dir),
+        ],
+        repo_root,
+    )
     wheel = glob.glob(str(wheel_dir / 'mmlvit-*.whl'))[0]
-    run([
-        python, '-m', 'pip', 'install', '-q', '--no-deps', '--target',
-        str(site), wheel
-    ], repo_root)
+    run(
+        [
+            python,
+            '-m',
+            'pip',
+            'install',
+            '-q',
+            '--no-deps',
+            '--target',
+            str(site),
+            wheel,
+        ],
+        repo_root,
+    )
     assert (site / 'mmlvit' / '.mim' / 'tools' / 'train.py').is_file()
-    env = dict(os.environ, PYTHONPATH=str(site),
-               PATH=osp.dirname(python) + os.pathsep + os.environ['PATH'])
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(site),
+        PATH=osp.dirname(python) + os.pathsep + os.environ['PATH'],
+    )
     data = dict(data_root=fashion_mnist_root)
-    log = run([
-        'mim', 'train', 'mmlvit',
-        osp.join(repo_root, TINY), '--work-dir',
-        str(tmp_path / 'work'), '--cfg-options',
-        *[f'{split}_dataloader.dataset.data_root={data["data_root"]}'
-          for split in ('train', 'val', 'test')]
-    ], tmp_path, env=env)
+    log = run(
+        [
+            'mim',
+            'train',
+            'mmlvit',
+            osp.join(repo_root, TINY),
+            '--work-dir',
+            str(tmp_path / 'work'),
+            '--cfg-options',
+            *[
+                f'{split}_dataloader.dataset.data_root={data["data_root"]}'
+                for split in ('train', 'val', 'test')
+            ],
+        ],
+        tmp_path,
+        env=env,
+    )
     assert f'{site}/mmlvit/.mim/tools/train.py' in log
     assert 'Epoch(train) [2][4/4]' in log
     assert (tmp_path / 'work' / 'epoch_2.pth').is_file()

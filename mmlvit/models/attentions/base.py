@@ -1,4 +1,5 @@
 """The skeleton every attention operator shares with softmax attention."""
+
 import torch.nn as nn
 from mmengine.model import BaseModule
 
@@ -24,26 +25,30 @@ class BaseAttention(BaseModule):
         init_cfg (dict, optional): mmengine init config.
     """
 
-    def __init__(self,
-                 embed_dims,
-                 num_heads,
-                 qkv_bias=True,
-                 attn_drop=0.,
-                 proj_drop=0.,
-                 extra_qkv_dims=0,
-                 proj_in_dims=None,
-                 init_cfg=None):
+    def __init__(
+        self,
+        embed_dims,
+        num_heads,
+        qkv_bias=True,
+        attn_drop=0.0,
+        proj_drop=0.0,
+        extra_qkv_dims=0,
+        proj_in_dims=None,
+        init_cfg=None,
+    ):
         super().__init__(init_cfg=init_cfg)
         if embed_dims % num_heads != 0:
             raise ValueError(
                 f'{type(self).__name__}: num_heads={num_heads} must divide '
-                f'embed_dims={embed_dims}.')
+                f'embed_dims={embed_dims}.'
+            )
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
         self.attn_drop = attn_drop
-        self.qkv = nn.Linear(embed_dims, 3 * embed_dims + extra_qkv_dims,
-                             bias=qkv_bias)
+        self.qkv = nn.Linear(
+            embed_dims, 3 * embed_dims + extra_qkv_dims, bias=qkv_bias
+        )
         self.proj = nn.Linear(proj_in_dims or embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
@@ -58,9 +63,11 @@ class BaseAttention(BaseModule):
         """
         B, N, _ = qkv.shape
         C = self.embed_dims
-        q, k, v = qkv[..., :3 * C].reshape(B, N, 3, self.num_heads,
-                                           self.head_dims).permute(2, 0, 3, 1,
-                                                                   4)
+        q, k, v = (
+            qkv[..., : 3 * C]
+            .reshape(B, N, 3, self.num_heads, self.head_dims)
+            .permute(2, 0, 3, 1, 4)
+        )
         return q, k, v
 
     def merge_heads(self, x):
@@ -85,7 +92,8 @@ class BaseAttention(BaseModule):
             raise ValueError(
                 f'Got {num_tokens} tokens for a {H}x{W} patch grid; expected '
                 f'{H * W} (no class token) or {H * W + 1} (class token '
-                'first).')
+                'first).'
+            )
         return extra
 
     def forward(self, x, hw_shape):
@@ -112,5 +120,5 @@ class BaseAttention(BaseModule):
         raise NotImplementedError(
             f'{type(self).__name__} never forms an N x N attention map: its '
             'output is not a fixed linear map of the values. Use an output-'
-            'based analysis (e.g. AttentionOutputMSE) instead.')
-
+            'based analysis (e.g. AttentionOutputMSE) instead.'
+        )

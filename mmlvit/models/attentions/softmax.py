@@ -1,4 +1,5 @@
 """Softmax attention, the teacher-side reference operator."""
+
 import torch
 import torch.nn.functional as F
 from mmpretrain.registry import MODELS
@@ -17,7 +18,7 @@ class SoftmaxAttention(BaseAttention):
 
     def forward(self, x, hw_shape):
         q, k, v = self.split_heads(self.qkv(x))
-        drop = self.attn_drop if self.training else 0.
+        drop = self.attn_drop if self.training else 0.0
         o = F.scaled_dot_product_attention(q, k, v, dropout_p=drop)
         return self.output(self.merge_heads(o))
 
@@ -29,5 +30,6 @@ class SoftmaxAttention(BaseAttention):
     def attention_map(self, x, hw_shape):
         """softmax(q k^T / sqrt(d)): (B, h, N, N), rows sum to 1."""
         q, k, _ = self.split_heads(self.qkv(x))
-        return torch.softmax(q @ k.transpose(-2, -1) * self.head_dims**-0.5,
-                             dim=-1)
+        return torch.softmax(
+            q @ k.transpose(-2, -1) * self.head_dims**-0.5, dim=-1
+        )

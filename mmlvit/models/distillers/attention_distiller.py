@@ -29,10 +29,11 @@ def load_teacher_weights(teacher, checkpoint):
     """
     if not checkpoint:
         raise ValueError(
-            'AttentionDistiller needs the frozen softmax teacher\'s weights, '
+            "AttentionDistiller needs the frozen softmax teacher's weights, "
             'but model.teacher_checkpoint is not set: pass --cfg-options '
             'model.teacher_checkpoint=PATH (an mmpretrain, timm, DeiT, MAE, '
-            'DINO, MoCo v3 or iBOT checkpoint).')
+            'DINO, MoCo v3 or iBOT checkpoint).'
+        )
     state = load_softmax_checkpoint(checkpoint)
     missing, unexpected = teacher.load_state_dict(state, strict=False)
     if missing:
