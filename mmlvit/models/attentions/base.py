@@ -16,14 +16,17 @@ class BaseAttention(BaseModule):
         embed_dims (int): Token width C.
         num_heads (int): Number of heads h; must divide C.
         qkv_bias (bool): Bias in ``qkv``. Defaults to True.
-        attn_drop (float): Dropout on the attention map, for operators that
-            form one (softmax). Defaults to 0.
+        attn_drop (float): Dropout on the attention map. Only operators that
+            apply an explicit map (``drops_attention_map``) accept a non-zero
+            value. Defaults to 0.
         proj_drop (float): Dropout after ``proj``. Defaults to 0.
         extra_qkv_dims (int): Rows appended to ``qkv`` after the 3C standard
             ones. Defaults to 0.
         proj_in_dims (int, optional): Input width of ``proj``. Defaults to C.
         init_cfg (dict, optional): mmengine init config.
     """
+
+    drops_attention_map = False
 
     def __init__(
         self,
@@ -37,6 +40,11 @@ class BaseAttention(BaseModule):
         init_cfg=None,
     ):
         super().__init__(init_cfg=init_cfg)
+        if attn_drop and not self.drops_attention_map:
+            raise ValueError(
+                f'{type(self).__name__} forms no attention map to drop from; '
+                f'attn_drop must be 0, got {attn_drop}.'
+            )
         if embed_dims % num_heads != 0:
             raise ValueError(
                 f'{type(self).__name__}: num_heads={num_heads} must divide '

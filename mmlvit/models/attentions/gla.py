@@ -62,11 +62,6 @@ class GatedLinearAttention(BaseAttention):
         chunk_size=64,
         init_cfg=None,
     ):
-        if attn_drop:
-            raise ValueError(
-                f'{type(self).__name__} forms no attention map; attn_drop '
-                f'must be 0, got {attn_drop}.'
-            )
         if backend not in BACKENDS:
             raise ValueError(
                 f'Unknown GLA backend {backend!r}; expected one of {BACKENDS}.'
@@ -75,6 +70,7 @@ class GatedLinearAttention(BaseAttention):
             embed_dims,
             num_heads,
             qkv_bias=qkv_bias,
+            attn_drop=attn_drop,
             proj_drop=proj_drop,
             init_cfg=init_cfg,
         )

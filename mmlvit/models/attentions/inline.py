@@ -34,15 +34,11 @@ class InLineAttention(BaseAttention):
         proj_drop=0.0,
         init_cfg=None,
     ):
-        if attn_drop:
-            raise ValueError(
-                'InLineAttention forms no attention map; attn_drop must be '
-                f'0, got {attn_drop}.'
-            )
         super().__init__(
             embed_dims,
             num_heads,
             qkv_bias=qkv_bias,
+            attn_drop=attn_drop,
             proj_drop=proj_drop,
             init_cfg=init_cfg,
         )

@@ -47,15 +47,11 @@ class MHLAttention(BaseAttention):
         blocks_per_side=2,
         init_cfg=None,
     ):
-        if attn_drop:
-            raise ValueError(
-                'MHLAttention forms no attention map; attn_drop '
-                f'must be 0, got {attn_drop}.'
-            )
         super().__init__(
             embed_dims,
             num_heads,
             qkv_bias=qkv_bias,
+            attn_drop=attn_drop,
             proj_drop=proj_drop,
             init_cfg=init_cfg,
         )

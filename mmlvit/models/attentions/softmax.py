@@ -16,6 +16,8 @@ class SoftmaxAttention(BaseAttention):
     ``forward(x, hw_shape)`` interface. Arguments as :class:`BaseAttention`.
     """
 
+    drops_attention_map = True
+
     def forward(self, x, hw_shape):
         q, k, v = self.split_heads(self.qkv(x))
         drop = self.attn_drop if self.training else 0.0

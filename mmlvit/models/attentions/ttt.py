@@ -41,16 +41,12 @@ class TTTAttention(BaseAttention):
         proj_drop=0.0,
         init_cfg=None,
     ):
-        if attn_drop:
-            raise ValueError(
-                'TTTAttention forms no attention map; attn_drop '
-                f'must be 0, got {attn_drop}.'
-            )
         d = embed_dims // num_heads
         super().__init__(
             embed_dims,
             num_heads,
             qkv_bias=qkv_bias,
+            attn_drop=attn_drop,
             proj_drop=proj_drop,
             extra_qkv_dims=3 * d,
             proj_in_dims=embed_dims + d,
