@@ -249,7 +249,10 @@ def time_gla_scans(args):
 
 def linear_fit_error(tokens, mib):
     """Largest deviation of the peaks from a least-squares line a + b N,
-    relative to the largest peak (how far the growth is from linear)."""
+    relative to the largest peak (how far the growth is from linear).
+    Two points or fewer always lie on a line: 0."""
+    if len(tokens) < 3:
+        return 0.0
     mean_n, mean_m = statistics.fmean(tokens), statistics.fmean(mib)
     var = sum((n - mean_n) ** 2 for n in tokens)
     slope = sum((n - mean_n) * (m - mean_m) for n, m in zip(tokens, mib))
