@@ -31,7 +31,7 @@ $(DATA): $(FMNIST) | $(STAMP)
 demo: setup
 	$(PY) tools/analysis/reproduce.py --operators gla \
 		--settings random mlpcopy --distill both --epochs 3 \
-		--train-indices 5000 --test-indices 2000 \
+		--train-indices 2000 --test-indices 1000 --threads 1 \
 		--teacher work_dirs/demo/teacher.pth \
 		--out work_dirs/demo/results.csv --work-root work_dirs/demo
 

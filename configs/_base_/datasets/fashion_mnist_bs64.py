@@ -29,6 +29,7 @@ val_dataloader = dict(
     dataset=dict(
         type=dataset_type,
         data_root=data_root,
+        split='test',
         test_mode=True,
         download=False,
         pipeline=test_pipeline),
