@@ -4,7 +4,7 @@
 # Teacher: checkpoints/vit-tiny-p4_softmax_fashion-mnist.pth (made by
 # tools/analysis/reproduce.py, or --cfg-options model.teacher_checkpoint=...).
 _base_ = [
-    '../_base_/models/lvit/vit-tiny-p4_32px_distill.py',
+    '../_base_/models/lvit/vit-tiny-p4_28px_distill.py',
     '../_base_/datasets/fashion_mnist-5k_bs64.py',
     '../_base_/schedules/small_adamw.py',
     '../_base_/default_runtime.py',

@@ -18,6 +18,7 @@ def grid_run(tmp_path_factory, repo_root, python, fashion_mnist_root):
         '--settings',
         'random',
         'mlpcopy',
+        'attncopy+distill',
         'softmax',
         '--distill',
         'both',
@@ -37,7 +38,11 @@ def grid_run(tmp_path_factory, repo_root, python, fashion_mnist_root):
         '1',
     ]
     first = subprocess.run(
-        cmd, cwd=repo_root, capture_output=True, text=True, timeout=1200
+        [*cmd, '--jobs', '2'],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     again = subprocess.run(
@@ -67,8 +72,10 @@ def test_rows_and_plot(grid_run):
         ('gla', 'random', '1'),
         ('gla', 'mlpcopy', '0'),
         ('gla', 'mlpcopy', '1'),
+        ('gla', 'attncopy', '1'),
         ('softmax', 'softmax', '0'),
     }
+    assert len(rows) == len(runs)
     for row in rows:
         assert 0 <= float(row['top1']) <= 100
         assert float(row['wall_s']) > 0
@@ -76,13 +83,74 @@ def test_rows_and_plot(grid_run):
         assert row['lambda'] == ('50.0' if row['distill'] == '1' else '0')
     assert (out / 'grid.png').stat().st_size > 10_000
     assert 'grid ETA' in log
+    assert '2 at a time, 1 threads each' in log
     # The MLPCopy runs copied the teacher's MLPs (the copy table is logged).
     assert 'mlp' in log and 'copied' in log
 
 
 def test_second_run_resumes_without_rerunning(grid_run):
     out, _, again = grid_run
-    assert '5 runs already in' in again
+    assert '6 runs already in' in again
     assert '0 to run' in again
     with open(out / 'grid.csv', newline='') as f:
-        assert len(list(csv.DictReader(f))) == 5
+        assert len(list(csv.DictReader(f))) == 6
+
+
+def test_sweep_plot(tmp_path, repo_root):
+    """Rows that vary epochs get the top-1-against-epochs plot."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        'reproduce', f'{repo_root}/tools/analysis/reproduce.py'
+    )
+    reproduce = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reproduce)
+    rows = [
+        dict(
+            dataset='fashion-mnist-5k',
+            operator='relu',
+            setting='mlpcopy',
+            distill=str(distill),
+            **{'lambda': '50.0' if distill else '0'},
+            epochs=str(epochs),
+            seed=str(seed),
+            top1=str(70 + epochs / 10 + seed + distill),
+            wall_s='1.0',
+            device='cpu',
+        )
+        for distill in (0, 1)
+        for epochs in (10, 40)
+        for seed in (0, 1)
+    ]
+    table = reproduce.summarise(rows)
+    assert len(table) == 4
+    first = table[0]  # mlpcopy, no distillation, 10 epochs
+    assert first[3:6] == (0, 0.0, 10)
+    assert first[6] == pytest.approx(71.5)  # mean of 71 and 72
+    assert first[8] == 2
+    reproduce.plot_results(rows, tmp_path / 'schedule.png')
+    assert (tmp_path / 'schedule.png').stat().st_size > 10_000
+
+
+def test_report_prints_markdown(grid_run, repo_root, python):
+    out, _, _ = grid_run
+    report = subprocess.run(
+        [
+            python,
+            'tools/analysis/reproduce.py',
+            '--report',
+            '--out',
+            str(out / 'grid.csv'),
+        ],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.returncode == 0, report.stderr[-3000:]
+    lines = [ln for ln in report.stdout.splitlines() if ln.startswith('|')]
+    assert lines[0].startswith('| dataset | operator | setting')
+    assert len(lines) == 2 + 6  # header, rule, one line per run
+    assert '| fashion-mnist-5k | gla | mlpcopy | yes | 50 | 1 |' in (
+        report.stdout
+    )

@@ -9,8 +9,12 @@ Runner built from the configs under configs/fashion_mnist and
 configs/_base_.
 
 Each finished run appends one row to the CSV; a re-run of the same command
-skips the rows already there, so a half-finished grid resumes. A bar plot in
-the style of the paper's Fig. 4 is written next to the CSV.
+skips the rows already there, so a half-finished grid resumes. Runs go seed
+by seed (every configuration of seed 0 first), and ``--jobs N`` trains N runs
+at once in worker processes of ``--threads`` threads each. A plot is written
+next to the CSV: bars in the style of the paper's Fig. 4 (per setting, the
+distillation gain stacked, the softmax reference dashed), or top-1 against
+lambda / epochs when the grid sweeps those.
 
 Examples:
     # the paper's grid for two operators, 3 seeds, on Fashion-MNIST-5k
@@ -18,16 +22,24 @@ Examples:
         --settings random attncopy mlpcopy fullcopy softmax --distill both \\
         --seeds 0 1 2 --out results/fashion_mnist.csv
     # a lambda sweep for MLPCopy + distill
-    python tools/analysis/reproduce.py --operators gla --settings mlpcopy \\
-        --distill on --lambdas 5 10 30 50 100 --out results/lambda.csv
+    python tools/analysis/reproduce.py --operators relu \\
+        --settings mlpcopy+distill --lambdas 5 10 30 50 100 \\
+        --out results/lambda.csv
+    # only train the teacher (kept at --teacher)
+    python tools/analysis/reproduce.py --teacher-only
+
+A setting named ``NAME+distill`` is that setting with distillation only,
+whatever ``--distill`` says (e.g. ``--settings random mlpcopy+distill``).
 """
 
 import argparse
 import csv
+import multiprocessing
 import os
 import os.path as osp
 import time
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import torch
 from mmengine.config import Config
@@ -49,13 +61,16 @@ DEFAULT_TEACHER = osp.join(
     ROOT, 'checkpoints', 'vit-tiny-p4_softmax_fashion-mnist.pth'
 )
 
-OPERATORS = {  # name: (attention type, takes a class token)
-    'elu': ('ELULinearAttention', True),
-    'relu': ('ReLULinearAttention', True),
-    'inline': ('InLineAttention', True),
-    'gla': ('GatedLinearAttention', True),
-    'mhla': ('MHLAttention', False),
-    'ttt': ('TTTAttention', False),
+# name: (attention config, takes a class token). The tiny ViT has 50 tokens:
+# GLA's PyTorch scan runs fastest there in chunks of 16 (the function does
+# not depend on the chunk size).
+OPERATORS = {
+    'elu': (dict(type='ELULinearAttention'), True),
+    'relu': (dict(type='ReLULinearAttention'), True),
+    'inline': (dict(type='InLineAttention'), True),
+    'gla': (dict(type='GatedLinearAttention', chunk_size=16), True),
+    'mhla': (dict(type='MHLAttention'), False),
+    'ttt': (dict(type='TTTAttention'), False),
 }
 # setting name: the SoftmaxToLinearInitHook policy (None: nothing copied).
 SETTINGS = {
@@ -120,7 +135,7 @@ def run_config(
         cfg = Config.fromfile(DISTILL_CONFIG if distill else STUDENT_CONFIG)
         model = cfg.model.student if distill else cfg.model
         attn, with_cls = OPERATORS[operator]
-        model.backbone.attn_cfg = dict(type=attn)
+        model.backbone.attn_cfg = dict(attn)
         if not with_cls:
             model.backbone.update(
                 with_cls_token=False,
@@ -218,9 +233,11 @@ def ensure_teacher(path, work_root, train_indices=None, test_indices=None):
     limit_data(cfg, train_indices, test_indices)
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         cfg[loader].persistent_workers = cfg[loader].num_workers > 0
+    started = time.time()
     runner = Runner.from_cfg(cfg)
     runner.train()
     metrics = runner.test()
+    wall = time.time() - started
     MMLogger._instance_dict.clear()
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
     state = {
@@ -229,31 +246,45 @@ def ensure_teacher(path, work_root, train_indices=None, test_indices=None):
     torch.save(
         {
             'state_dict': state,
-            'meta': {'fashion_mnist_test_top1': metrics['accuracy/top1']},
+            'meta': {
+                'fashion_mnist_test_top1': metrics['accuracy/top1'],
+                'config': osp.relpath(TEACHER_CONFIG, ROOT),
+                'train_wall_s': round(wall, 1),
+                'torch_threads': torch.get_num_threads(),
+            },
         },
         path,
     )
     print(
         f'Teacher: {metrics["accuracy/top1"]:.2f}% on the Fashion-MNIST '
-        f'test split, saved to {path}'
+        f'test split after {wall / 60:.1f} min, saved to {path}'
     )
     return path
 
 
+def split_setting(name, distill):
+    """(setting, distillation modes) of a ``--settings`` entry."""
+    modes = dict(off=[False], on=[True], both=[False, True])[distill]
+    if name.endswith('+distill'):
+        return name[: -len('+distill')], [True]
+    return name, modes
+
+
 def grid(args):
-    """All runs the arguments ask for, as CSV rows without results."""
-    distill_modes = dict(off=[False], on=[True], both=[False, True])
-    for target in args.targets:
-        for operator in args.operators:
-            for setting in args.settings:
-                for distill in distill_modes[args.distill]:
-                    if setting == 'softmax' and (
-                        distill or operator != args.operators[0]
-                    ):
-                        continue  # one softmax reference per target
-                    for lam in args.lambdas if distill else [0]:
-                        for epochs in args.epochs:
-                            for seed in args.seeds:
+    """All runs the arguments ask for, as CSV rows without results, seed by
+    seed (all of seed 0 first)."""
+    for seed in args.seeds:
+        for target in args.targets:
+            for operator in args.operators:
+                for entry in args.settings:
+                    setting, modes = split_setting(entry, args.distill)
+                    for distill in modes:
+                        if setting == 'softmax' and (
+                            distill or operator != args.operators[0]
+                        ):
+                            continue  # one softmax reference per target
+                        for lam in args.lambdas if distill else [0]:
+                            for epochs in args.epochs:
                                 yield dict(
                                     dataset=target,
                                     operator='softmax'
@@ -300,6 +331,61 @@ def print_table(rows):
             f'{data:18} {op:9} {setting:9} {"yes" if distill else "no":7} '
             f'{lam:6g} {epochs:6d} {mean:9.2f} {std:5.2f} {n:2d}'
         )
+
+
+def print_markdown(rows):
+    """The summary as a Markdown table (top-1 mean +- std over seeds)."""
+    print(
+        '| dataset | operator | setting | distill | lambda | epochs | '
+        'top-1 (%) | seeds |'
+    )
+    print('| --- | --- | --- | --- | --- | --- | --- | --- |')
+    for data, op, setting, distill, lam, epochs, mean, std, n in summarise(
+        rows
+    ):
+        print(
+            f'| {data} | {op} | {setting} | {"yes" if distill else "no"} | '
+            f'{lam:g} | {epochs} | {mean:.2f} +- {std:.2f} | {n} |'
+        )
+
+
+def plot_results(rows, path):
+    """The sweep plot when the rows vary epochs or lambda, else the Fig.-4
+    bars."""
+    if len({r['epochs'] for r in rows}) > 1:
+        plot_sweep(rows, path, 'epochs')
+    elif len({r['lambda'] for r in rows if int(r['distill'])}) > 1:
+        plot_sweep(rows, path, 'lambda')
+    else:
+        plot(rows, path)
+
+
+def plot_sweep(rows, path, axis):
+    """Top-1 (mean +- std over seeds) against ``axis`` ('epochs' or
+    'lambda'), one line per dataset, operator, setting and distillation."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    column = 5 if axis == 'epochs' else 4
+    lines = defaultdict(list)
+    for entry in summarise(rows):
+        data, op, setting, distill = entry[:4]
+        label = f'{data} {op} {setting}' + (' + distill' if distill else '')
+        lines[label].append((entry[column], entry[6], entry[7]))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, points in sorted(lines.items()):
+        x, mean, std = zip(*sorted(points))
+        ax.errorbar(x, mean, yerr=std, marker='o', capsize=3, label=label)
+    if axis == 'lambda':
+        ax.set_xscale('log')
+    ax.set_xlabel('lambda (distillation weight)' if axis == 'lambda' else axis)
+    ax.set_ylabel('top-1 (%)')
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def plot(rows, path):
@@ -383,7 +469,11 @@ def parse_args(argv=None):
         '--settings',
         nargs='+',
         default=['random', 'mlpcopy'],
-        choices=list(SETTINGS),
+        choices=[
+            *SETTINGS,
+            *(f'{s}+distill' for s in SETTINGS if s != 'softmax'),
+        ],
+        help="settings; 'NAME+distill' runs NAME with distillation only",
     )
     parser.add_argument(
         '--distill', choices=['off', 'on', 'both'], default='both'
@@ -415,51 +505,64 @@ def parse_args(argv=None):
         default=None,
         help='test on only the first N test images',
     )
+    parser.add_argument(
+        '--report',
+        action='store_true',
+        help='only summarise --out: Markdown table and plot, no runs',
+    )
+    parser.add_argument(
+        '--teacher-only',
+        action='store_true',
+        help='train (or find) the teacher and stop',
+    )
     parser.add_argument('--out', default='results/reproduce.csv')
     parser.add_argument('--work-root', default='work_dirs/reproduce')
+    parser.add_argument(
+        '--jobs',
+        type=int,
+        default=1,
+        help='runs trained at once, each in its own worker process',
+    )
     parser.add_argument(
         '--threads',
         type=int,
         default=None,
-        help='torch CPU threads (default: torch default)',
+        help='torch CPU threads per run (default: the CPU count divided '
+        'by --jobs)',
     )
     return parser.parse_args(argv)
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    # Data roots in the configs are relative to the repository.
-    args.out, args.work_root, args.teacher = (
-        osp.abspath(p) for p in (args.out, args.work_root, args.teacher)
+def train_and_test(run, teacher, work_root, train_indices, test_indices):
+    """Build, train and test one grid run: (top-1 %, wall seconds)."""
+    cfg = run_config(
+        run['dataset'],
+        run['operator'],
+        run['setting'],
+        bool(run['distill']),
+        run['lambda'],
+        run['epochs'],
+        run['seed'],
+        teacher,
+        osp.join(work_root, run_name(run)),
     )
-    os.chdir(ROOT)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    teacher = ensure_teacher(
-        args.teacher, args.work_root, args.train_indices, args.test_indices
-    )
-    done = {run_key(r) for r in read_rows(args.out)}
-    todo = [run for run in grid(args) if run_key(run) not in done]
-    print(f'{len(done)} runs already in {args.out}; {len(todo)} to run.')
+    limit_data(cfg, train_indices, test_indices)
+    started = time.time()
+    top1 = run_one(cfg)
+    return top1, time.time() - started
+
+
+def run_name(run):
+    return '_'.join(f'{v}' for v in run.values())
+
+
+def run_grid(todo, args, teacher):
+    """Train and test every run of ``todo``, appending each result to the
+    CSV as soon as it is known, with progress and the grid's ETA."""
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
     started = time.time()
-    for n, run in enumerate(todo):
-        name = '_'.join(f'{v}' for v in run.values())
-        cfg = run_config(
-            run['dataset'],
-            run['operator'],
-            run['setting'],
-            bool(run['distill']),
-            run['lambda'],
-            run['epochs'],
-            run['seed'],
-            teacher,
-            osp.join(args.work_root, name),
-        )
-        limit_data(cfg, args.train_indices, args.test_indices)
-        t0 = time.time()
-        top1 = run_one(cfg)
-        wall = time.time() - t0
+
+    def record(n, run, top1, wall):
         append_row(
             args.out,
             dict(run, top1=f'{top1:.2f}', wall_s=f'{wall:.1f}', device=device),
@@ -467,14 +570,69 @@ def main(argv=None):
         elapsed = time.time() - started
         eta = elapsed / (n + 1) * (len(todo) - n - 1)
         print(
-            f'[{n + 1}/{len(todo)}] {name}: top-1 {top1:.2f}% in '
+            f'[{n + 1}/{len(todo)}] {run_name(run)}: top-1 {top1:.2f}% in '
             f'{wall:.0f} s; grid ETA {eta / 60:.1f} min',
             flush=True,
         )
+
+    data = (args.train_indices, args.test_indices)
+    if args.jobs == 1:
+        for n, run in enumerate(todo):
+            record(
+                n, run, *train_and_test(run, teacher, args.work_root, *data)
+            )
+        return
+    spawn = multiprocessing.get_context('spawn')
+    with ProcessPoolExecutor(
+        args.jobs,
+        mp_context=spawn,
+        initializer=torch.set_num_threads,
+        initargs=(args.threads,),
+    ) as pool:
+        futures = {
+            pool.submit(
+                train_and_test, run, teacher, args.work_root, *data
+            ): run
+            for run in todo
+        }
+        for n, future in enumerate(as_completed(futures)):
+            record(n, futures[future], *future.result())
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit(f'--jobs must be at least 1, got {args.jobs}.')
+    # Data roots in the configs are relative to the repository.
+    args.out, args.work_root, args.teacher = (
+        osp.abspath(p) for p in (args.out, args.work_root, args.teacher)
+    )
+    os.chdir(ROOT)
+    if args.report:
+        rows = read_rows(args.out)
+        if not rows:
+            raise SystemExit(f'No results in {args.out}.')
+        print_markdown(rows)
+        plot_results(rows, osp.splitext(args.out)[0] + '.png')
+        return rows
+    args.threads = args.threads or max(1, os.cpu_count() // args.jobs)
+    torch.set_num_threads(args.threads)
+    teacher = ensure_teacher(
+        args.teacher, args.work_root, args.train_indices, args.test_indices
+    )
+    if args.teacher_only:
+        return []
+    done = {run_key(r) for r in read_rows(args.out)}
+    todo = [run for run in grid(args) if run_key(run) not in done]
+    print(
+        f'{len(done)} runs already in {args.out}; {len(todo)} to run '
+        f'({args.jobs} at a time, {args.threads} threads each).'
+    )
+    run_grid(todo, args, teacher)
     rows = read_rows(args.out)
     print_table(rows)
     figure = osp.splitext(args.out)[0] + '.png'
-    plot(rows, figure)
+    plot_results(rows, figure)
     print(f'Results: {args.out}, plot: {figure}')
     return rows
 

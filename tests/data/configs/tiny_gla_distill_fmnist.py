@@ -14,8 +14,8 @@ student = dict(
         arch=dict(
             embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64
         ),
-        img_size=32,
-        patch_size=8,
+        img_size=28,
+        patch_size=7,
         in_channels=1,
     ),
     head=dict(

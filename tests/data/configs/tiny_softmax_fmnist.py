@@ -5,7 +5,7 @@ model = dict(
     backbone=dict(
         arch=dict(embed_dims=32, num_layers=2, num_heads=2,
                   feedforward_channels=64),
-        patch_size=8),
+        patch_size=7),
     head=dict(in_channels=32))
 # No random augmentation, so that a 2-process run sees exactly the same
 # global batches as a 1-process run.
