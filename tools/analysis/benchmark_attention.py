@@ -51,7 +51,6 @@ OPERATORS = [
     'MHLAttention',
     'TTTAttention',
 ]
-NO_CLS_OPERATORS = ('MHLAttention', 'TTTAttention')
 TARGET_FRACTION = 0.7  # measured speed-up >= 70% of the FLOP ratio
 TARGET_TOKENS = (3137, 12545)  # ... at these N
 GLA_TARGET = 20.0  # chunked >= 20x faster than the recurrence
@@ -113,7 +112,8 @@ def parse_args(argv=None):
 def grid(name, num_tokens):
     """(hw_shape, N) the operator sees for a benchmark token count."""
     side = math.isqrt(num_tokens - 1)
-    return (side, side), side * side + int(name not in NO_CLS_OPERATORS)
+    with_cls = not MODELS.get(name).patch_tokens_only
+    return (side, side), side * side + int(with_cls)
 
 
 def build(name, args):

@@ -41,7 +41,6 @@ from mmlvit.models.backbones import LinearVisionTransformer
 SOFTMAX = 'softmax'
 MODES = ('forward', 'forward+backward')
 # Operators that mix patch tokens only (Qin et al. Table A).
-NO_CLS_TOKEN = ('MHLAttention', 'TTTAttention')
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 
 
@@ -116,7 +115,7 @@ def build_model(name, arch, img_size):
             out_type='avg_featmap',
             pos_embed_type='sincos',
         )
-        if name in NO_CLS_TOKEN
+        if MODELS.get(name).patch_tokens_only
         else {}
     )
     return LinearVisionTransformer(

@@ -45,6 +45,7 @@ import torch
 from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.runner import Runner
+from mmpretrain.registry import MODELS
 
 import mmlvit  # noqa: F401  (registers the modules)
 
@@ -61,16 +62,16 @@ DEFAULT_TEACHER = osp.join(
     ROOT, 'checkpoints', 'vit-tiny-p4_softmax_fashion-mnist.pth'
 )
 
-# name: (attention config, takes a class token). The tiny ViT has 50 tokens:
-# GLA's PyTorch scan runs fastest there in chunks of 16 (the function does
-# not depend on the chunk size).
+# name: attention config. The tiny ViT has 50 tokens: GLA's PyTorch scan
+# runs fastest there in chunks of 16 (the function does not depend on the
+# chunk size).
 OPERATORS = {
-    'elu': (dict(type='ELULinearAttention'), True),
-    'relu': (dict(type='ReLULinearAttention'), True),
-    'inline': (dict(type='InLineAttention'), True),
-    'gla': (dict(type='GatedLinearAttention', chunk_size=16), True),
-    'mhla': (dict(type='MHLAttention'), False),
-    'ttt': (dict(type='TTTAttention'), False),
+    'elu': dict(type='ELULinearAttention'),
+    'relu': dict(type='ReLULinearAttention'),
+    'inline': dict(type='InLineAttention'),
+    'gla': dict(type='GatedLinearAttention', chunk_size=16),
+    'mhla': dict(type='MHLAttention'),
+    'ttt': dict(type='TTTAttention'),
 }
 # setting name: the SoftmaxToLinearInitHook policy (None: nothing copied).
 SETTINGS = {
@@ -134,9 +135,9 @@ def run_config(
     else:
         cfg = Config.fromfile(DISTILL_CONFIG if distill else STUDENT_CONFIG)
         model = cfg.model.student if distill else cfg.model
-        attn, with_cls = OPERATORS[operator]
+        attn = OPERATORS[operator]
         model.backbone.attn_cfg = dict(attn)
-        if not with_cls:
+        if MODELS.get(attn['type']).patch_tokens_only:
             model.backbone.update(
                 with_cls_token=False,
                 out_type='avg_featmap',

@@ -24,9 +24,16 @@ class BaseAttention(BaseModule):
             ones. Defaults to 0.
         proj_in_dims (int, optional): Input width of ``proj``. Defaults to C.
         init_cfg (dict, optional): mmengine init config.
+
+    Class attributes:
+        drops_attention_map (bool): The operator applies an explicit map, so
+            ``attn_drop`` may be non-zero.
+        patch_tokens_only (bool): The operator mixes the H*W patches only; a
+            backbone using it needs ``with_cls_token=False``.
     """
 
     drops_attention_map = False
+    patch_tokens_only = False
 
     def __init__(
         self,
@@ -87,12 +94,12 @@ class BaseAttention(BaseModule):
         """Output projection and dropout: (B, N, proj_in_dims) -> (B, N, C)."""
         return self.proj_drop(self.proj(x))
 
-    @staticmethod
-    def num_extra_tokens(num_tokens, hw_shape):
+    def num_extra_tokens(self, num_tokens, hw_shape):
         """How many non-patch tokens (class token) precede the H*W patches.
 
         Raises:
-            ValueError: ``num_tokens`` is neither H*W nor H*W + 1.
+            ValueError: ``num_tokens`` is neither H*W nor H*W + 1, or there
+                is a class token and the operator mixes patches only.
         """
         H, W = hw_shape
         extra = num_tokens - H * W
@@ -101,6 +108,11 @@ class BaseAttention(BaseModule):
                 f'Got {num_tokens} tokens for a {H}x{W} patch grid; expected '
                 f'{H * W} (no class token) or {H * W + 1} (class token '
                 'first).'
+            )
+        if extra and self.patch_tokens_only:
+            raise ValueError(
+                f'{type(self).__name__} mixes patch tokens only and got a '
+                'class token; build the backbone with with_cls_token=False.'
             )
         return extra
 

@@ -37,6 +37,8 @@ class MHLAttention(BaseAttention):
         init_cfg (dict, optional): mmengine init config.
     """
 
+    patch_tokens_only = True
+
     def __init__(
         self,
         embed_dims,
@@ -61,13 +63,6 @@ class MHLAttention(BaseAttention):
             embed_dims, embed_dims, 5, padding=2, groups=embed_dims
         )
 
-    def _check_tokens(self, x, hw_shape):
-        if self.num_extra_tokens(x.shape[1], hw_shape):
-            raise ValueError(
-                'MHLAttention mixes patch tokens only and got a class token; '
-                'build the backbone with with_cls_token=False.'
-            )
-
     def value_conv(self, v, hw_shape):
         """The 5x5 depthwise conv over all heads' values.
 
@@ -88,7 +83,7 @@ class MHLAttention(BaseAttention):
 
     def forward(self, x, hw_shape):
         """(B, H*W, C) -> (B, H*W, C); never forms an N x N tensor."""
-        self._check_tokens(x, hw_shape)
+        self.num_extra_tokens(x.shape[1], hw_shape)
         q, k, v = self.split_heads(self.qkv(x))
         out = mhla_attention(q, k, v, self.mixing, hw_shape)
         return self.output(
@@ -111,7 +106,7 @@ class MHLAttention(BaseAttention):
         Not formed by the model itself (the paper never materialises it);
         ``proj(merge_heads(A @ v) + value_conv(v))`` equals the forward.
         """
-        self._check_tokens(x, hw_shape)
+        self.num_extra_tokens(x.shape[1], hw_shape)
         q, k, _ = self.split_heads(self.qkv(x))
         return mhla_attention_map(q, k, self.mixing, hw_shape)
 

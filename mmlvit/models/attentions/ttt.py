@@ -32,6 +32,8 @@ class TTTAttention(BaseAttention):
         init_cfg (dict, optional): mmengine init config.
     """
 
+    patch_tokens_only = True
+
     def __init__(
         self,
         embed_dims,
@@ -70,11 +72,7 @@ class TTTAttention(BaseAttention):
 
     def forward(self, x, hw_shape):
         """(B, H*W, C) -> (B, H*W, C)."""
-        if self.num_extra_tokens(x.shape[1], hw_shape):
-            raise ValueError(
-                'TTTAttention mixes patch tokens only and got a class token; '
-                'build the backbone with with_cls_token=False.'
-            )
+        self.num_extra_tokens(x.shape[1], hw_shape)
         B, N, C = x.shape
         d = self.head_dims
         qkv = self.qkv(x)
