@@ -3,66 +3,22 @@
 # data_root = data/food-101, the extracted food-101.tar.gz:
 #   data/food-101/images/apple_pie/*.jpg ...   (101 class folders)
 #   data/food-101/meta/train.txt, test.txt     ("apple_pie/1005649" lines)
-# Batch: 64 per GPU x 8 GPUs = 512 in total (the paper's batch).
+# Pipelines, batch 64 per GPU (x 8 GPUs = 512, the paper's batch) and metric
+# as in imagenet_bs64_lvit.py.
+_base_ = ['./imagenet_bs64_lvit.py']
+
 dataset_type = 'Food101'
 data_root = 'data/food-101'
-data_preprocessor = dict(
-    num_classes=101,
-    # ImageNet mean/std (RGB); the pipeline yields BGR, to_rgb flips it.
-    mean=[123.675, 116.28, 103.53],
-    std=[58.395, 57.12, 57.375],
-    to_rgb=True,
-)
-
-train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(
-        type='RandomResizedCrop',
-        scale=224,
-        backend='pillow',
-        interpolation='bicubic',
-    ),
-    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-    dict(type='ColorJitter', brightness=0.4, contrast=0.4, saturation=0.4),
-    dict(type='PackInputs'),
-]
-
-# Center crop 0.9: shorter side to 224 / 0.9 = 249, then the central 224.
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(
-        type='ResizeEdge',
-        scale=249,
-        edge='short',
-        backend='pillow',
-        interpolation='bicubic',
-    ),
-    dict(type='CenterCrop', crop_size=224),
-    dict(type='PackInputs'),
-]
+data_preprocessor = dict(num_classes=101)
 
 train_dataloader = dict(
-    batch_size=64,
-    num_workers=8,
-    dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        split='train',
-        pipeline=train_pipeline,
-    ),
-    sampler=dict(type='DefaultSampler', shuffle=True),
-)
+    dataset=dict(type=dataset_type, data_root=data_root, split='train'))
+# A fresh dataset dict: these classes set test_mode from the split.
 val_dataloader = dict(
-    batch_size=128,
-    num_workers=8,
     dataset=dict(
+        _delete_=True,
         type=dataset_type,
         data_root=data_root,
         split='test',
-        pipeline=test_pipeline,
-    ),
-    sampler=dict(type='DefaultSampler', shuffle=False),
-)
-val_evaluator = dict(type='Accuracy', topk=(1, 5))
+        pipeline={{_base_.test_pipeline}}))
 test_dataloader = val_dataloader
-test_evaluator = val_evaluator
