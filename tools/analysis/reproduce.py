@@ -453,7 +453,7 @@ def plot(rows, path):
         values = [r[6] for r in entries]
         if values:
             ax.set_ylim(max(0, min(values) - 10), min(100, max(values) + 3))
-        ax.legend(fontsize=7, loc='lower right')
+        ax.legend(fontsize=7, loc='upper left', ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
