@@ -149,8 +149,16 @@ def test_report_prints_markdown(grid_run, repo_root, python):
     )
     assert report.returncode == 0, report.stderr[-3000:]
     lines = [ln for ln in report.stdout.splitlines() if ln.startswith('|')]
-    assert lines[0].startswith('| dataset | operator | setting')
-    assert len(lines) == 2 + 6  # header, rule, one line per run
-    assert '| fashion-mnist-5k | gla | mlpcopy | yes | 50 | 1 |' in (
-        report.stdout
+    # A settings matrix: header, rule, GLA w/o and w/ distillation, softmax.
+    assert lines[0] == (
+        '| dataset | operator | distill | Random | Copy | MLPCopy |'
     )
+    assert len(lines) == 5
+    without, with_distill, softmax = (
+        [cell.strip() for cell in ln.strip('|').split('|')] for ln in lines[2:]
+    )
+    assert without[1:3] == ['gla', 'w/o'] and without[4] == '-'
+    assert with_distill[1:3] == ['gla', 'w/']
+    assert all(c.endswith('(1)') for c in with_distill[3:6])
+    assert softmax[1].startswith('softmax') and softmax[3].endswith('(1)')
+    assert softmax[4:] == ['', ''] and len(without) == 6

@@ -334,20 +334,58 @@ def print_table(rows):
         )
 
 
+SETTING_TITLES = dict(
+    random='Random', attncopy='Copy', mlpcopy='MLPCopy', fullcopy='FullCopy'
+)
+
+
+def _cell(mean, std, n):
+    return f'{mean:.2f} +- {std:.2f} ({n})' if n > 1 else f'{mean:.2f} (1)'
+
+
 def print_markdown(rows):
-    """The summary as a Markdown table (top-1 mean +- std over seeds)."""
-    print(
-        '| dataset | operator | setting | distill | lambda | epochs | '
-        'top-1 (%) | seeds |'
-    )
-    print('| --- | --- | --- | --- | --- | --- | --- | --- |')
-    for data, op, setting, distill, lam, epochs, mean, std, n in summarise(
-        rows
-    ):
+    """The summary as Markdown: top-1 mean +- std (seeds). A settings grid
+    (one lambda, one schedule) is a matrix with a row per dataset, operator
+    and distillation and a column per setting; a sweep is one line per
+    configuration."""
+    table = summarise(rows)
+    lambdas = {entry[4] for entry in table if entry[3]}
+    if len(lambdas) > 1 or len({entry[5] for entry in table}) > 1:
         print(
-            f'| {data} | {op} | {setting} | {"yes" if distill else "no"} | '
-            f'{lam:g} | {epochs} | {mean:.2f} +- {std:.2f} | {n} |'
+            '| dataset | operator | setting | distill | lambda | epochs | '
+            'top-1 (%) (seeds) |'
         )
+        print('| --- | --- | --- | --- | --- | --- | --- |')
+        for data, op, setting, distill, lam, epochs, *stats in table:
+            print(
+                f'| {data} | {op} | {setting} | '
+                f'{"w/" if distill else "w/o"} | {lam:g} | {epochs} | '
+                f'{_cell(*stats)} |'
+            )
+        return
+    settings = [s for s in SETTING_TITLES if any(e[2] == s for e in table)]
+    cells = {entry[:4]: _cell(*entry[6:]) for entry in table}
+    print(
+        '| dataset | operator | distill | '
+        + ' | '.join(SETTING_TITLES[s] for s in settings)
+        + ' |'
+    )
+    print('| --- | --- | --- |' + ' --- |' * len(settings))
+    lines = sorted({(e[0], e[1], e[3]) for e in table if e[2] != 'softmax'})
+    for data, op, distill in lines:
+        values = [cells.get((data, op, s, distill), '-') for s in settings]
+        print(
+            f'| {data} | {op} | {"w/" if distill else "w/o"} | '
+            + ' | '.join(values)
+            + ' |'
+        )
+    for data, op, setting, distill in cells:
+        if setting == 'softmax':
+            print(
+                f'| {data} | softmax (fine-tuned reference) | w/o | '
+                + cells[data, op, setting, distill]
+                + ' |' * len(settings)
+            )
 
 
 def plot_results(rows, path):
