@@ -480,7 +480,7 @@ def plot(rows, path):
                 alpha=0.45,
                 color=bars.patches[0].get_facecolor() if bars else None,
                 hatch='//',
-                label=f'{op} distill gain',
+                label=f'{op} w/ distill (hatched: gain)',
             )
         if softmax:
             ax.axhline(softmax[0], ls='--', color='k', label='softmax')
