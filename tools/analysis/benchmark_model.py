@@ -40,7 +40,6 @@ from mmlvit.models.backbones import LinearVisionTransformer
 
 SOFTMAX = 'softmax'
 MODES = ('forward', 'forward+backward')
-# Operators that mix patch tokens only (Qin et al. Table A).
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 
 

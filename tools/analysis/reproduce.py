@@ -343,14 +343,23 @@ def _cell(mean, std, n):
     return f'{mean:.2f} +- {std:.2f} ({n})' if n > 1 else f'{mean:.2f} (1)'
 
 
+def sweep_axis(table):
+    """'epochs' or 'lambda' when the summarised runs sweep that axis (epochs
+    first), else None: a plain settings grid."""
+    if len({entry[5] for entry in table}) > 1:
+        return 'epochs'
+    if len({entry[4] for entry in table if entry[3]}) > 1:
+        return 'lambda'
+    return None
+
+
 def print_markdown(rows):
     """The summary as Markdown: top-1 mean +- std (seeds). A settings grid
     (one lambda, one schedule) is a matrix with a row per dataset, operator
     and distillation and a column per setting; a sweep is one line per
     configuration."""
     table = summarise(rows)
-    lambdas = {entry[4] for entry in table if entry[3]}
-    if len(lambdas) > 1 or len({entry[5] for entry in table}) > 1:
+    if sweep_axis(table):
         print(
             '| dataset | operator | setting | distill | lambda | epochs | '
             'top-1 (%) (seeds) |'
@@ -391,10 +400,9 @@ def print_markdown(rows):
 def plot_results(rows, path):
     """The sweep plot when the rows vary epochs or lambda, else the Fig.-4
     bars."""
-    if len({r['epochs'] for r in rows}) > 1:
-        plot_sweep(rows, path, 'epochs')
-    elif len({r['lambda'] for r in rows if int(r['distill'])}) > 1:
-        plot_sweep(rows, path, 'lambda')
+    axis = sweep_axis(summarise(rows))
+    if axis:
+        plot_sweep(rows, path, axis)
     else:
         plot(rows, path)
 
