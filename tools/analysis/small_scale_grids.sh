@@ -3,7 +3,7 @@
 # priority order: seed 0 of everything first, then the other seeds of the
 # main grid. Every command resumes, so re-running this script skips the runs
 # already in the CSVs. Uses the shipped teacher in checkpoints/ (trained
-# first if it is missing). About 3 hours of a 2-core CPU with JOBS=2 (the
+# first if it is missing). About 4 hours of a 2-core CPU with JOBS=2 (the
 # seed-0 passes, steps 1-4, about 1 h 45 min).
 #
 #   bash tools/analysis/small_scale_grids.sh
