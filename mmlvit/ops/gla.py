@@ -22,7 +22,6 @@ fla's default (the GLA paper uses none).
 import functools
 
 import torch
-import torch.nn.functional as F
 
 from .kernel_attention import accumulation_dtype
 
@@ -87,77 +86,10 @@ def gla_recurrent(q, k, v, g, scale=None):
     return o.to(out_dtype)
 
 
-def _level_sizes(L):
-    """Half-block sizes h = 1, 2, 4, ..., L/2 of a chunk of L = 2^m."""
-    return [2**i for i in range(L.bit_length() - 1)]
-
-
-def _halves(t, h):
-    """(left, right) halves of each block of 2h tokens: views
-    (..., L / 2h, h, d) of t (..., L, d)."""
-    return t.unflatten(-2, (t.shape[-2] // (2 * h), 2, h)).unbind(-3)
-
-
-def _quadrant(scores, h):
-    """The (right half, left half) quadrant of each diagonal block of 2h
-    tokens: a view (..., L / 2h, h, h) of scores (..., L, L)."""
-    M = scores.shape[-1] // (2 * h)
-    blocks = scores.unflatten(-2, (M, 2, h)).unflatten(-1, (M, 2, h))
-    quadrants = blocks.diagonal(dim1=-6, dim2=-3)[..., 1, :, 0, :, :]
-    return quadrants.movedim(-1, -3)
-
-
-def _decayed_halves(q, k, b, h):
-    """Right-half queries and left-half keys of each block of 2h tokens,
-    decayed to the last token r of the left half, and their decays:
-    ``q_i exp(b_i - b_r)``, ``k_j exp(b_r - b_j)``, both exponents <= 0."""
-    (_, q_right), (k_left, _), (b_left, b_right) = (
-        _halves(t, h) for t in (q, k, b)
-    )
-    ref = b_left[..., -1:, :]
-    decay_q, decay_k = (b_right - ref).exp(), (ref - b_left).exp()
-    return q_right * decay_q, k_left * decay_k, decay_q, decay_k
-
-
-def _intra_chunk_scores(q, k, b):
-    """Causal scores inside each chunk of L = 2^m tokens.
-
-    ``A_ij = q_i . (k_j * exp(b_i - b_j))`` for j <= i, else 0, where b is
-    the cumulative log-gate inside the chunk. A pair j < i is split at the
-    smallest aligned block of 2h tokens holding j in its left half and i in
-    its right half; with r the last token of the left half,
-    ``exp(b_i - b_j) = exp(b_i - b_r) * exp(b_r - b_j)`` and both exponents
-    are <= 0, so nothing overflows and each level h is one batched matmul of
-    decayed queries by decayed keys. Diagonal pairs have no decay.
-
-    Args:
-        q, k, b (Tensor): (..., L, d_k).
-
-    Returns:
-        Tensor: (..., L, L), lower triangular.
-    """
-    L = q.shape[-2]
-    scores = q.new_zeros(*q.shape[:-1], L)
-    scores.diagonal(dim1=-2, dim2=-1).copy_((q * k).sum(-1))
-    for h in _level_sizes(L):
-        q_decayed, k_decayed, _, _ = _decayed_halves(q, k, b, h)
-        _quadrant(scores, h).copy_(q_decayed @ k_decayed.transpose(-2, -1))
-    return scores
-
-
-def _intra_chunk_scores_grads(q, k, b, d_scores):
-    """Gradients of q and k through :func:`_intra_chunk_scores` (with the
-    decays held fixed) from d_scores (..., L, L)."""
-    diagonal = d_scores.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
-    dq, dk = diagonal * k, diagonal * q
-    for h in _level_sizes(q.shape[-2]):
-        q_decayed, k_decayed, decay_q, decay_k = _decayed_halves(q, k, b, h)
-        d_cross = _quadrant(d_scores, h)
-        _halves(dq, h)[1].add_((d_cross @ k_decayed) * decay_q)
-        _halves(dk, h)[0].add_(
-            (d_cross.transpose(-2, -1) @ q_decayed) * decay_k
-        )
-    return dq, dk
+# Largest log-decay one chunk may span after its first token (see
+# ``_chunk_forward``): keys grown by up to exp(40) and queries shrunk by as
+# much stay far from fp32's overflow (exp(88)) and underflow (exp(-103)).
+MAX_CHUNK_LOG_DECAY = 40.0
 
 
 def _state_scan(updates, decays, reverse=False):
@@ -177,77 +109,203 @@ def _state_scan(updates, decays, reverse=False):
     return torch.stack(entering[::-1] if reverse else entering, dim=2)
 
 
-class _ChunkedGLA(torch.autograd.Function):
-    """Causal GLA on whole chunks: q (already scaled), k, v, g as
-    (B, H, n, L, d) -> o (B, H, n, L, d_v).
+def _cumsum_rows_(x, reverse=False):
+    """In-place cumulative sum over dim -2 (the L tokens of each chunk), one
+    vectorised add per row: on the CPU much faster than ``cumsum`` along a
+    dimension that is not the last."""
+    for i in range(1, x.shape[-2]):
+        if reverse:
+            x[..., -1 - i, :] += x[..., -i, :]
+        else:
+            x[..., i, :] += x[..., i - 1, :]
+    return x
 
-    The backward is written out. The log-gates enter only through decays
-    ``exp(G_t - G_s)`` with G = cumsum(g) over the sequence, so
-    ``dL/dG_t = q_t * dq_t - k_t * dk_t`` and dg is its reverse cumulative
-    sum (as in fla's kernels): no graph through the decays is kept.
+
+def _chunk_forward(q, k, v, g):
+    """Causal GLA on whole chunks: q (already scaled), k, v, g as
+    (B, H, n, L, d) -> o (B, H, n, L, d_v) and the tensors the backward
+    needs.
+
+    With b the cumulative log-gate inside a chunk and b_0 its value at the
+    chunk's first token, every decay inside the chunk factorises as
+    ``exp(b_i - b_j) = exp(b_i - b_0) / exp(b_j - b_0)``, so the intra-chunk
+    scores are one matmul of decayed queries by grown keys, and the
+    inter-chunk terms are matmuls with the d_k x d_v state. The factors lie
+    in [exp(-R), 1] and [1, exp(R)], R the log-decay the chunk spans after
+    its first token, which the caller keeps <= ``MAX_CHUNK_LOG_DECAY``.
+    """
+    b = _cumsum_rows_(g.clone())
+    b_first, b_last = b[..., :1, :], b[..., -1:, :]
+    decay = (b - b_first).exp_()  # (..., L, d_k), in [exp(-R), 1]
+    q_in, k_in = q * decay, k / decay
+    scores = (q_in @ k_in.transpose(-2, -1)).tril_()
+    # Chunk summaries, keys decayed to the chunk's last token.
+    to_last = (b_last - b_first).exp_().transpose(-2, -1)
+    summaries = to_last * (k_in.transpose(-2, -1) @ v)
+    chunk_decay = b_last.exp().transpose(-2, -1)
+    entering = _state_scan(summaries, chunk_decay)
+    # The entering state decayed to the chunk's first token.
+    to_first = b_first.exp().transpose(-2, -1)
+    states = to_first * entering
+    o = torch.matmul(q_in, states).add_(scores @ v)
+    saved = (q_in, k_in, v, decay, scores, states, to_first, to_last)
+    return o, (*saved, chunk_decay)
+
+
+def _chunk_backward(d_o, q_in, k_in, v, decay, scores, states, *decays):
+    """Gradients of q, k, v, g of :func:`_chunk_forward` from d_o.
+
+    The log-gates enter only through decays ``exp(G_t - G_s)`` with
+    G = cumsum(g) over the sequence, so ``dL/dG_t = q_t * dq_t - k_t * dk_t``
+    (= ``q_in * dq_in - k_in * dk_in``) and dg is its reverse cumulative sum
+    (as in fla's kernels): no graph through the decays is kept.
+    """
+    to_first, to_last, chunk_decay = decays
+    d_scores = (d_o @ v.transpose(-2, -1)).tril_()
+    dq_in = torch.matmul(d_o, states.transpose(-2, -1))
+    dq_in += d_scores @ k_in
+    # Through the states: d_summaries_c = dL/dS_{c+1}.
+    d_entering = to_first * (q_in.transpose(-2, -1) @ d_o)
+    d_summaries = _state_scan(d_entering, chunk_decay, reverse=True)
+    d_kv = to_last * d_summaries
+    dv = torch.matmul(k_in, d_kv).add_(scores.transpose(-2, -1) @ d_o)
+    dk_in = torch.matmul(v, d_kv.transpose(-2, -1))
+    dk_in += d_scores.transpose(-2, -1) @ q_in
+    # dL/dg_r = sum of dL/dG_t over t >= r: inside the chunk, then the
+    # totals of the chunks after it.
+    dG = _cumsum_rows_(
+        torch.addcmul(q_in * dq_in, k_in, dk_in, value=-1), True
+    )
+    totals = dG[..., 0, :]
+    later = totals.flip(2).cumsum(2).flip(2) - totals
+    dG += later.unsqueeze(-2)
+    return dq_in.mul_(decay), dk_in.div_(decay), dv, dG
+
+
+class _ChunkLayout:
+    """Sequences (B, H, T, d) <-> chunks (D B, H, n, L, d), n = ceil(T / L):
+    with D = 2 (``both_directions``) the reversed sequences follow the
+    forward ones along the batch. Padding is zero tokens (with zero
+    log-gates), after the forward sequences and before the reversed ones,
+    where they change no output of a causal scan."""
+
+    def __init__(self, T, L, both_directions, device):
+        self.T, self.L, self.both_directions = T, L, both_directions
+        self.n = -(-T // L)
+        self.pad = self.n * L - T
+        self.reverse = torch.arange(T - 1, -1, -1, device=device)
+
+    def to_chunks(self, forward, backward=None, scale=None):
+        """``forward`` (and, for the reversed half, ``backward``, which
+        defaults to ``forward``) as chunks, times ``scale`` if given."""
+        B, H, T, d = forward.shape
+        D = 1 + self.both_directions
+        buf = forward.new_empty(D, B, H, self.n * self.L, d)
+        if scale is None:
+            buf[0, :, :, :T] = forward
+        else:
+            torch.mul(forward, scale, out=buf[0, :, :, :T])
+        buf[0, :, :, T:] = 0
+        if self.both_directions:
+            if backward is None:
+                backward = buf[0, :, :, :T]
+            elif scale is not None:
+                backward = backward * scale
+            torch.index_select(
+                backward, 2, self.reverse, out=buf[1, :, :, self.pad :]
+            )
+            buf[1, :, :, : self.pad] = 0
+        return buf.flatten(0, 1).unflatten(2, (self.n, self.L))
+
+    def to_sequences(self, chunks, combine=True):
+        """Chunks back to (B, H, T, d): the forward part, and with both
+        directions the reversed part put back in order, summed with it
+        (``combine``) or returned as a second tensor."""
+        x = chunks.flatten(2, 3)
+        if not self.both_directions:
+            return x[:, :, : self.T]
+        forward, backward = x.chunk(2)
+        backward = torch.index_select(
+            backward[:, :, self.pad :], 2, self.reverse
+        )
+        forward = forward[:, :, : self.T]
+        return backward.add_(forward) if combine else (forward, backward)
+
+
+def _spans_fit(g_chunks):
+    """Whether no chunk's log-gates after its first token sum below
+    ``-MAX_CHUNK_LOG_DECAY``."""
+    return not g_chunks[..., 1:, :].sum(-2).min() < -MAX_CHUNK_LOG_DECAY
+
+
+class _ChunkedGLA(torch.autograd.Function):
+    """Causal GLA (``g_bwd`` None) or the sum of a forward scan and a scan of
+    the reversed sequence with gates ``g_bwd``, on upcast (B, H, T, d)
+    tensors, queries times ``scale``.
+
+    The chunk size is ``chunk_size``, halved until no chunk spans more than
+    ``MAX_CHUNK_LOG_DECAY`` of log-decay (at 1 it spans none): ordinary
+    gates keep ``chunk_size``; only near-zero decays (log-gates far below -1
+    per token) need smaller chunks. The backward is written out (first order
+    only).
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, g):
-        b = g.cumsum(-2)  # cumulative log-gate inside each chunk, <= 0
-        b_last = b[..., -1:, :]
-        # Chunk summaries with keys decayed to the chunk end.
-        summaries = (k * (b_last - b).exp()).transpose(-2, -1) @ v
-        entering = _state_scan(summaries, b_last.transpose(-2, -1).exp())
-        scores = _intra_chunk_scores(q, k, b)
-        o = scores @ v + (q * b.exp()) @ entering
-        ctx.save_for_backward(q, k, v, b, scores, entering)
-        return o
+    def forward(ctx, q, k, v, g_fwd, g_bwd, scale, chunk_size):
+        both = g_bwd is not None
+        L = chunk_size
+        while True:
+            layout = _ChunkLayout(q.shape[2], L, both, q.device)
+            g = layout.to_chunks(g_fwd, g_bwd)
+            if L == 1 or _spans_fit(g):
+                break
+            L //= 2
+        o, saved = _chunk_forward(
+            layout.to_chunks(q, scale=scale),
+            layout.to_chunks(k),
+            layout.to_chunks(v),
+            g,
+        )
+        ctx.save_for_backward(*saved)
+        ctx.layout, ctx.scale = layout, scale
+        return layout.to_sequences(o)
 
     @staticmethod
     def backward(ctx, d_o):
-        q, k, v, b, scores, entering = ctx.saved_tensors
-        b_last = b[..., -1:, :]
-        decay_q, decay_k = b.exp(), (b_last - b).exp()
-        # Inside the chunks.
-        dq, dk = _intra_chunk_scores_grads(q, k, b, d_o @ v.transpose(-2, -1))
-        dv = scores.transpose(-2, -1) @ d_o
-        # Through the states: d_summaries_c = dL/dS_{c+1}.
-        dq += (d_o @ entering.transpose(-2, -1)) * decay_q
-        d_entering = (q * decay_q).transpose(-2, -1) @ d_o
-        d_summaries = _state_scan(
-            d_entering, b_last.transpose(-2, -1).exp(), reverse=True
+        layout = ctx.layout
+        dq, dk, dv, dg = (
+            layout.to_sequences(t, combine)
+            for t, combine in zip(
+                _chunk_backward(layout.to_chunks(d_o), *ctx.saved_tensors),
+                (True, True, True, False),
+            )
         )
-        dv += (k * decay_k) @ d_summaries
-        dk += (v @ d_summaries.transpose(-2, -1)) * decay_k
-        # dL/dg_r = sum_{t >= r} dL/dG_t over the whole sequence.
-        dG = (q * dq - k * dk).flatten(2, 3)
-        dg = dG.flip(2).cumsum(2).flip(2).unflatten(2, b.shape[2:4])
-        return dq, dk, dv, dg
+        dg_fwd, dg_bwd = dg if layout.both_directions else (dg, None)
+        return dq.mul_(ctx.scale), dk, dv, dg_fwd, dg_bwd, None, None
 
 
-def _chunked_scan(q, k, v, g, chunk_size):
-    """Causal GLA on upcast inputs with q already scaled; see
-    :func:`gla_chunked`."""
+def _chunked_scan(q, k, v, g_fwd, g_bwd, scale, chunk_size):
+    """:class:`_ChunkedGLA` with the chunk size checked."""
     if chunk_size < 1 or chunk_size & (chunk_size - 1):
         raise ValueError(
             f'chunk_size must be a power of two, got {chunk_size}.'
         )
-    T, L = q.shape[2], chunk_size
-    n = -(-T // L)
-    # Zero tokens with zero log-gates at the end change no earlier output.
-    q, k, v, g = (
-        F.pad(t, (0, 0, 0, n * L - T)).unflatten(2, (n, L))
-        for t in (q, k, v, g)
-    )
-    return _ChunkedGLA.apply(q, k, v, g).flatten(2, 3)[:, :, :T]
+    return _ChunkedGLA.apply(q, k, v, g_fwd, g_bwd, scale, chunk_size)
 
 
 def gla_chunked(q, k, v, g, scale=None, chunk_size=64):
     """Causal GLA, chunked: the same function as :func:`gla_recurrent`.
 
-    The sequence is cut into chunks of ``chunk_size`` tokens (the last one
-    zero-padded). Inside a chunk the scores are formed with decay factors
-    that are all exponentials of non-positive differences of cumulative
-    log-gates (see ``_intra_chunk_scores``); across chunks a d_k x d_v state
-    is passed, one step per chunk. The backward is written out (first
-    order only; dg from ``q * dq - k * dk``). Time O(T (L d + d^2)), memory
-    O(T (L + d + d^2 / L)) per head, states in at least fp32.
+    The sequence is cut into chunks of L = ``chunk_size`` tokens (the last
+    one zero-padded). Inside a chunk the causal scores are one L x L matmul
+    of queries and keys rescaled by their decays from the chunk's first
+    token; across chunks a d_k x d_v state is passed, one step per chunk
+    (see ``_chunk_forward``). Where the gates decay by more than
+    exp(-``MAX_CHUNK_LOG_DECAY``) within a chunk, L is halved until they do
+    not (down to 1, the recurrence itself), so any gate <= 0 is safe. The
+    backward is written out (first order only; dg from ``q * dq - k * dk``).
+    Time O(T (L d + d^2)), memory O(T (L + d + d^2 / L)) per head, states in
+    at least fp32.
 
     Args:
         q (Tensor): Queries (B, H, T, d_k).
@@ -264,7 +322,7 @@ def gla_chunked(q, k, v, g, scale=None, chunk_size=64):
     scale, out_dtype = _default_scale(q, scale), v.dtype
     with torch.autocast(q.device.type, enabled=False):
         q, k, v, g = _upcast(q, k, v, g)
-        o = _chunked_scan(q * scale, k, v, g, chunk_size)
+        o = _chunked_scan(q, k, v, g, None, scale, chunk_size)
     return o.to(out_dtype)
 
 
@@ -363,15 +421,7 @@ def bidirectional_gla(
     out_dtype = v.dtype
     with torch.autocast(q.device.type, enabled=False):
         q, k, v, g_fwd, g_bwd = _upcast(q, k, v, g_fwd, g_bwd)
-        o = _chunked_scan(
-            torch.cat([q, q.flip(2)]) * scale,
-            torch.cat([k, k.flip(2)]),
-            torch.cat([v, v.flip(2)]),
-            torch.cat([g_fwd, g_bwd.flip(2)]),
-            chunk_size,
-        )
-        o_fwd, o_bwd = o.chunk(2, dim=0)
-        o = (o_fwd + o_bwd.flip(2)) / 2
+        o = _chunked_scan(q, k, v, g_fwd, g_bwd, scale / 2, chunk_size)
     return o.to(out_dtype)
 
 

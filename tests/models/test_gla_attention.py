@@ -213,9 +213,10 @@ def test_fla_backend_on_cpu_raises_clearly():
 
 def test_flops_match_the_matrix_products_executed():
     """flops() against torch's FLOP counter on a forward of N = 256 tokens
-    (four whole chunks, no padding). The counter sees matrix products only;
-    flops() also counts the diagonal scores q_t . k_t (N d multiply-adds
-    per head and direction)."""
+    (four whole chunks of L = 64, no padding). flops() counts the causal
+    half of each chunk's scores, diagonal included; the path forms the full
+    L x L product, L (L - 1) / 2 more multiply-adds per chunk and head
+    dimension: N d (L - 1) / 2 per head and direction."""
     m = MODELS.build(
         dict(
             type='GatedLinearAttention',
@@ -228,8 +229,8 @@ def test_flops_match_the_matrix_products_executed():
     x = torch.randn(1, N, 64)
     with FlopCounterMode(display=False) as counter:
         m(x, (16, 16))
-    diagonal = 2 * 2 * N * 64  # 2 FLOPs x 2 directions x N x h d
-    assert m.flops(N, (16, 16)) - diagonal == counter.get_total_flops()
+    masked = 2 * 2 * N * 64 * (64 - 1) // 2  # 2 FLOPs x 2 directions x h d
+    assert m.flops(N, (16, 16)) + masked == counter.get_total_flops()
 
 
 @pytest.mark.skipif(

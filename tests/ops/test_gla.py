@@ -152,6 +152,50 @@ def test_chunked_survives_vanishing_gates():
     assert all(torch.isfinite(t).all() for t in grads(gla_chunked, inputs32))
 
 
+def chunk_sizes_used(monkeypatch):
+    """Records the chunk size of every chunk layout the scans build."""
+    sizes = []
+
+    class Recording(gla_ops._ChunkLayout):
+        def __init__(self, T, L, *args):
+            sizes.append(L)
+            super().__init__(T, L, *args)
+
+    monkeypatch.setattr(gla_ops, '_ChunkLayout', Recording)
+    return sizes
+
+
+def test_ordinary_gates_keep_the_chunk_size(monkeypatch):
+    """Gates of the GLA module's range (log-sigmoid / 16 >= about -0.3)
+    never span MAX_CHUNK_LOG_DECAY in 64 tokens: one layout, chunk 64."""
+    sizes = chunk_sizes_used(monkeypatch)
+    q, k, v, g = inputs(T=200)
+    gla_chunked(q, k, v, g / 16)
+    assert sizes == [64]
+
+
+@pytest.mark.parametrize('log_gate', [-1.0, -3.0])
+def test_strong_gates_halve_the_chunk_and_stay_exact_in_fp32(
+    monkeypatch, log_gate
+):
+    """Log-gates of -1 and -3 per token span 63 and 189 over a chunk of 64,
+    past fp32's exp(88): the chunk halves until the span is <= 40 (32 and
+    8 tokens), and the fp32 result matches the fp64 recurrence."""
+    sizes = chunk_sizes_used(monkeypatch)
+    q, k, v, _ = inputs(T=150, dv=5)
+    noise = torch.rand(q.shape, generator=torch.Generator().manual_seed(4))
+    g = log_gate * (0.9 + 0.1 * noise)
+    tensors32 = [t.float() for t in (q, k, v, g)]
+    out = gla_chunked(*tensors32)
+    assert sizes[-1] == {-1.0: 32, -3.0: 8}[log_gate]
+    expected = gla_recurrent(q, k, v, g)
+    torch.testing.assert_close(out, expected.float(), rtol=1e-4, atol=1e-5)
+    for got, want in zip(
+        grads(gla_chunked, tensors32), grads(gla_recurrent, (q, k, v, g))
+    ):
+        torch.testing.assert_close(got, want.float(), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize('chunk_size', [1, 4, 16, 64])
 def test_chunked_gradients_equal_recurrent_gradients(chunk_size):
     """The written-out backward (dg from q * dq - k * dk) against autograd
@@ -215,6 +259,26 @@ def test_bidirectional_output_equals_map_times_values(chunk_size):
         q, k, v, g_fwd, g_bwd, backend='torch', chunk_size=chunk_size
     )
     torch.testing.assert_close(out, attn @ v, **F64)
+
+
+@pytest.mark.parametrize('chunk_size', [8, 64])
+def test_bidirectional_gradients_equal_map_gradients(chunk_size):
+    """The written-out backward of both scans (the reversed one padded at
+    its start) against autograd through the explicit map, T = 37."""
+    tensors = inputs(T=37, dv=5, gate=2)
+
+    def through_map(q, k, v, g_fwd, g_bwd):
+        return bidirectional_gla_map(q, k, g_fwd, g_bwd) @ v
+
+    def chunked(*args):
+        return bidirectional_gla(*args, backend='torch', chunk_size=chunk_size)
+
+    for name, a, b in zip(
+        'q k v g_fwd g_bwd'.split(),
+        grads(chunked, tensors),
+        grads(through_map, tensors),
+    ):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11, msg=name)
 
 
 def test_map_survives_vanishing_gates():

@@ -136,9 +136,11 @@ class GatedLinearAttention(BaseAttention):
 
     def flops(self, num_tokens, hw_shape):
         """Forward FLOPs of the PyTorch chunked path, matrix products only
-        (per head and direction: intra-chunk scores N d (L+1)/2, their
-        product with v N L d, chunk summaries and inter-chunk outputs
-        2 N d^2 multiply-adds, L = ``chunk_size``)."""
+        (per head and direction: the causal half of the intra-chunk scores
+        N d (L+1)/2, their product with v N L d, chunk summaries and
+        inter-chunk outputs 2 N d^2 multiply-adds, L = ``chunk_size``). The
+        path forms each chunk's full L x L score matrix and masks it; the
+        masked half is not counted."""
         N, C, d = num_tokens, self.embed_dims, self.head_dims
         r, L = self.gate_low_rank, self.chunk_size
         projections = 2 * N * C * (3 * C) + 2 * 2 * N * C * C  # qkv, g, proj
