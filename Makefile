@@ -40,5 +40,5 @@ test: setup
 	$(PY) -m pytest -q tests
 
 lint: setup
-	$(VENV)/bin/ruff check mmlvit tools tests configs
-	$(VENV)/bin/ruff format --check mmlvit tools tests
+	$(VENV)/bin/ruff check setup.py mmlvit tools tests configs
+	$(VENV)/bin/ruff format --check setup.py mmlvit tools tests

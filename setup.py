@@ -1,4 +1,5 @@
 """Packaging for mmlvit, an MMPretrain plugin for linear-attention ViTs."""
+
 import os
 import os.path as osp
 import shutil
@@ -33,7 +34,7 @@ def parse_requirements(fname):
 
 
 def add_mim_extension():
-    """Place configs/, tools/ and model-index.yml under mmlvit/.mim so ``mim`` finds them.
+    """Copy configs/, tools/ and model-index.yml to mmlvit/.mim for ``mim``.
 
     Wheels and sdists get copies; a develop (editable) install gets nothing,
     and there ``python tools/train.py`` is the entry point.
@@ -61,7 +62,8 @@ if __name__ == '__main__':
         name='mmlvit',
         version=read_version(),
         description='Linear-attention Vision Transformers initialised from '
-        'softmax ViTs: copy the MLPs, distill the attention (MMPretrain plugin)',
+        'softmax ViTs: copy the MLPs, distill the attention '
+        '(MMPretrain plugin)',
         long_description=open(osp.join(ROOT, 'README.md')).read(),
         long_description_content_type='text/markdown',
         license='Apache License 2.0',
