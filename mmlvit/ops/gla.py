@@ -87,7 +87,7 @@ def gla_recurrent(q, k, v, g, scale=None):
 
 
 # Largest log-decay one chunk may span after its first token (see
-# ``_chunk_forward``): keys grown by up to exp(40) and queries shrunk by as
+# ``_chunk_forward_``): keys grown by up to exp(40) and queries shrunk by as
 # much stay far from fp32's overflow (exp(88)) and underflow (exp(-103)).
 MAX_CHUNK_LOG_DECAY = 40.0
 
@@ -100,13 +100,18 @@ def _state_scan(updates, decays, reverse=False):
         updates (Tensor): (B, H, n, d_k, d_v).
         decays (Tensor): (B, H, n, d_k, 1), the decay over each chunk.
     """
-    order = range(updates.shape[2])
-    state = torch.zeros_like(updates[:, :, 0])
-    entering = []
-    for c in reversed(order) if reverse else order:
-        entering.append(state)
-        state = torch.addcmul(updates[:, :, c], state, decays[:, :, c])
-    return torch.stack(entering[::-1] if reverse else entering, dim=2)
+    steps = range(updates.shape[2])
+    steps = steps[::-1] if reverse else steps
+    entering = torch.empty_like(updates)
+    state = entering[:, :, steps[0]].zero_()
+    for prev, c in zip(steps, steps[1:]):
+        state = torch.addcmul(
+            updates[:, :, prev],
+            state,
+            decays[:, :, prev],
+            out=entering[:, :, c],
+        )
+    return entering
 
 
 def _cumsum_rows_(x, reverse=False):
@@ -121,10 +126,10 @@ def _cumsum_rows_(x, reverse=False):
     return x
 
 
-def _chunk_forward(q, k, v, g):
+def _chunk_forward_(q, k, v, g):
     """Causal GLA on whole chunks: q (already scaled), k, v, g as
     (B, H, n, L, d) -> o (B, H, n, L, d_v) and the tensors the backward
-    needs.
+    needs. Overwrites q, k and g (the caller's chunk buffers).
 
     With b the cumulative log-gate inside a chunk and b_0 its value at the
     chunk's first token, every decay inside the chunk factorises as
@@ -134,10 +139,10 @@ def _chunk_forward(q, k, v, g):
     in [exp(-R), 1] and [1, exp(R)], R the log-decay the chunk spans after
     its first token, which the caller keeps <= ``MAX_CHUNK_LOG_DECAY``.
     """
-    b = _cumsum_rows_(g.clone())
+    b = _cumsum_rows_(g)
     b_first, b_last = b[..., :1, :], b[..., -1:, :]
     decay = (b - b_first).exp_()  # (..., L, d_k), in [exp(-R), 1]
-    q_in, k_in = q * decay, k / decay
+    q_in, k_in = q.mul_(decay), k.div_(decay)
     scores = (q_in @ k_in.transpose(-2, -1)).tril_()
     # Chunk summaries, keys decayed to the chunk's last token.
     to_last = (b_last - b_first).exp_().transpose(-2, -1)
@@ -153,7 +158,7 @@ def _chunk_forward(q, k, v, g):
 
 
 def _chunk_backward(d_o, q_in, k_in, v, decay, scores, states, *decays):
-    """Gradients of q, k, v, g of :func:`_chunk_forward` from d_o.
+    """Gradients of q, k, v, g of :func:`_chunk_forward_` from d_o.
 
     The log-gates enter only through decays ``exp(G_t - G_s)`` with
     G = cumsum(g) over the sequence, so ``dL/dG_t = q_t * dq_t - k_t * dk_t``
@@ -260,7 +265,7 @@ class _ChunkedGLA(torch.autograd.Function):
             if L == 1 or _spans_fit(g):
                 break
             L //= 2
-        o, saved = _chunk_forward(
+        o, saved = _chunk_forward_(
             layout.to_chunks(q, scale=scale),
             layout.to_chunks(k),
             layout.to_chunks(v),
@@ -300,7 +305,7 @@ def gla_chunked(q, k, v, g, scale=None, chunk_size=64):
     one zero-padded). Inside a chunk the causal scores are one L x L matmul
     of queries and keys rescaled by their decays from the chunk's first
     token; across chunks a d_k x d_v state is passed, one step per chunk
-    (see ``_chunk_forward``). Where the gates decay by more than
+    (see ``_chunk_forward_``). Where the gates decay by more than
     exp(-``MAX_CHUNK_LOG_DECAY``) within a chunk, L is halved until they do
     not (down to 1, the recurrence itself), so any gate <= 0 is safe. The
     backward is written out (first order only; dg from ``q * dq - k * dk``).
