@@ -87,160 +87,283 @@ def gla_recurrent(q, k, v, g, scale=None):
 
 
 # Largest log-decay one chunk may span after its first token (see
-# ``_chunk_forward_``): keys grown by up to exp(40) and queries shrunk by as
-# much stay far from fp32's overflow (exp(88)) and underflow (exp(-103)).
+# ``_decays_``): keys grown by up to exp(40) and queries shrunk by as much
+# stay far from fp32's overflow (exp(88)) and underflow (exp(-103)).
 MAX_CHUNK_LOG_DECAY = 40.0
 
+# Elements of one workspace (the q, k, v, ... of a scan step): the scans work
+# on a group of chunks at a time, in buffers allocated once per call and
+# small enough to stay in cache, and carry the state from group to group.
+GROUP_ELEMENTS = 2**18
 
-def _state_scan(updates, decays, reverse=False):
-    """``S_c = decays_c * S_{c-1} + updates_{c-1}`` over chunks c, S_0 = 0
-    (or the mirror image with ``reverse``): the state entering each chunk.
 
-    Args:
-        updates (Tensor): (B, H, n, d_k, d_v).
-        decays (Tensor): (B, H, n, d_k, 1), the decay over each chunk.
+class _ChunkGroups:
+    """Which tokens each step of a chunked scan reads and writes.
+
+    The T tokens are cut into chunks of L and the chunks into G groups of c,
+    zero tokens (with zero log-gates) padding the sequence to G c L; region
+    r holds tokens [r c L, (r + 1) c L). Step i works on workspaces
+    (D, B, H, c L, d): [0] holds region i and, with D = 2
+    (``both_directions``), [1] holds region G - 1 - i with its tokens
+    reversed, i.e. region i of the reversed sequence, padded at its start.
+    The padding follows the real tokens in either direction, so it changes
+    no output of a causal scan.
     """
-    steps = range(updates.shape[2])
-    steps = steps[::-1] if reverse else steps
-    entering = torch.empty_like(updates)
-    state = entering[:, :, steps[0]].zero_()
-    for prev, c in zip(steps, steps[1:]):
-        state = torch.addcmul(
-            updates[:, :, prev],
-            state,
-            decays[:, :, prev],
-            out=entering[:, :, c],
-        )
-    return entering
+
+    def __init__(self, shape, L, both_directions, device):
+        B, H, T, d = shape
+        self.T, self.L, self.D = T, L, 1 + both_directions
+        self.device = device
+        n = -(-T // L)
+        fit = GROUP_ELEMENTS // (self.D * B * H * L * d)
+        self.c = max(1, min(n, fit))
+        self.span = self.c * L
+        self.G = -(-n // self.c)
+
+    def region(self, step, direction):
+        """Tokens [start, stop) of a step in one direction."""
+        r = step if direction == 0 else self.G - 1 - step
+        start = r * self.span
+        return start, min(start + self.span, self.T)
+
+    def _reversed_index(self, start, stop):
+        return torch.arange(stop - 1, start - 1, -1, device=self.device)
+
+    def gather(self, out, step, forward, backward=None):
+        """Fill ``out`` (D, B, H, c L, d) with the step's tokens of
+        ``forward`` (B, H, T, d) and, reversed, of ``backward`` (default
+        ``forward``). Returns ``out``."""
+        start, stop = self.region(step, 0)
+        out[0, :, :, : stop - start] = forward[:, :, start:stop]
+        out[0, :, :, stop - start :] = 0
+        if self.D == 2:
+            start, stop = self.region(step, 1)
+            source = forward if backward is None else backward
+            index = self._reversed_index(start, stop)
+            pad = self.span - (stop - start)
+            if pad:
+                out[1, :, :, :pad] = 0
+                out[1, :, :, pad:] = source.index_select(2, index)
+            else:
+                torch.index_select(source, 2, index, out=out[1])
+        return out
+
+    def scatter(self, values, step, forward, backward=None):
+        """Add ``values`` (D, B, H, c L, d) to the step's tokens: [0] to
+        ``forward`` (B, H, T, d), the reversed [1] to ``backward`` (default
+        ``forward``, where the two directions sum)."""
+        start, stop = self.region(step, 0)
+        forward[:, :, start:stop] += values[0, :, :, : stop - start]
+        if self.D == 2:
+            start, stop = self.region(step, 1)
+            index = self._reversed_index(start, stop)
+            part = values[1, :, :, self.span - (stop - start) :]
+            (forward if backward is None else backward).index_add_(
+                2, index, part
+            )
 
 
-def _cumsum_rows_(x, reverse=False):
-    """In-place cumulative sum over dim -2 (the L tokens of each chunk), one
-    vectorised add per row: on the CPU much faster than ``cumsum`` along a
-    dimension that is not the last."""
-    for i in range(1, x.shape[-2]):
-        if reverse:
-            x[..., -1 - i, :] += x[..., -i, :]
-        else:
-            x[..., i, :] += x[..., i - 1, :]
-    return x
+def _zero_sequences(like, d):
+    """Zeros (B, H, T, d) like ``like`` (B, H, T, _), laid out (B, T, H, d)
+    in memory as the projections that consume them expect."""
+    B, H, T, _ = like.shape
+    return like.new_zeros(B, T, H, d).transpose(1, 2)
 
 
-def _chunk_forward_(q, k, v, g):
-    """Causal GLA on whole chunks: q (already scaled), k, v, g as
-    (B, H, n, L, d) -> o (B, H, n, L, d_v) and the tensors the backward
-    needs. Overwrites q, k and g (the caller's chunk buffers).
+def _decays_(g, decay, within):
+    """Decays of a group of chunks from its log-gates.
 
     With b the cumulative log-gate inside a chunk and b_0 its value at the
     chunk's first token, every decay inside the chunk factorises as
-    ``exp(b_i - b_j) = exp(b_i - b_0) / exp(b_j - b_0)``, so the intra-chunk
-    scores are one matmul of decayed queries by grown keys, and the
-    inter-chunk terms are matmuls with the d_k x d_v state. The factors lie
-    in [exp(-R), 1] and [1, exp(R)], R the log-decay the chunk spans after
-    its first token, which the caller keeps <= ``MAX_CHUNK_LOG_DECAY``.
+    ``exp(b_i - b_j) = exp(b_i - b_0) / exp(b_j - b_0)``: queries times
+    ``decay`` = exp(b - b_0), in [exp(-R), 1], and keys divided by it give
+    the intra-chunk scores in one matmul, R = b_0 - b_last the log-decay
+    the chunk spans after its first token.
+
+    Args:
+        g (Tensor): Log-gates (M, L, d_k), M = N c chunks.
+        decay (Tensor): (M, L, d_k) buffer, set to exp(b - b_0).
+        within (Tensor): (M, L, L), ``within[:, i, j] = 1`` for
+            1 <= j <= i, else 0 (so ``within @ g`` = b - b_0).
+
+    Returns:
+        tuple: ``to_first`` exp(b_0), ``to_last`` exp(-R), ``through``
+        exp(b_last), each (M, d_k, 1), and the smallest -R (a scalar
+        tensor).
     """
-    b = _cumsum_rows_(g)
-    b_first, b_last = b[..., :1, :], b[..., -1:, :]
-    decay = (b - b_first).exp_()  # (..., L, d_k), in [exp(-R), 1]
-    q_in, k_in = q.mul_(decay), k.div_(decay)
-    scores = (q_in @ k_in.transpose(-2, -1)).tril_()
-    # Chunk summaries, keys decayed to the chunk's last token.
-    to_last = (b_last - b_first).exp_().transpose(-2, -1)
-    summaries = to_last * (k_in.transpose(-2, -1) @ v)
-    chunk_decay = b_last.exp().transpose(-2, -1)
-    entering = _state_scan(summaries, chunk_decay)
-    # The entering state decayed to the chunk's first token.
-    to_first = b_first.exp().transpose(-2, -1)
-    states = to_first * entering
-    o = torch.matmul(q_in, states).add_(scores @ v)
-    saved = (q_in, k_in, v, decay, scores, states, to_first, to_last)
-    return o, (*saved, chunk_decay)
+    torch.bmm(within, g, out=decay)
+    span = decay[:, -1:]  # b_last - b_0 = -R
+    b_first = g[:, :1]
+    to_first, to_last = b_first.exp(), span.exp()
+    through, smallest = (b_first + span).exp_(), span.amin()
+    decay.exp_()
+    return to_first.mT, to_last.mT, through.mT, smallest
 
 
-def _chunk_backward(d_o, q_in, k_in, v, decay, scores, states, *decays):
-    """Gradients of q, k, v, g of :func:`_chunk_forward_` from d_o.
+def _row_sums(L, like, reverse=False):
+    """(L, L) 0/1 matrix whose product with L rows x gives, in row i,
+    x_1 + ... + x_i (``reverse``: x_i + ... + x_{L-1})."""
+    ones = like.new_ones(L, L)
+    if reverse:
+        return ones.triu_()
+    ones = ones.tril_()
+    ones[:, 0] = 0
+    return ones
+
+
+def _scan_states(updates, decays, carry, out, reverse=False):
+    """``S_{j+1} = decays_j * S_j + updates_j`` over the c chunks of a group
+    (j descending with ``reverse``), starting from ``carry``.
+
+    Writes the state entering each chunk (leaving it, with ``reverse``) to
+    ``out`` and the state leaving the group to ``carry``.
+
+    Args:
+        updates (Tensor): (N, c, d_k, d_v).
+        decays (Tensor): (N, c, d_k, 1), the decay over each chunk.
+        carry (Tensor): (N, d_k, d_v), updated in place.
+        out (Tensor): (N, c, d_k, d_v).
+    """
+    steps = range(updates.shape[1])
+    steps = steps[::-1] if reverse else steps
+    out[:, steps[0]] = carry
+    for j, after in zip(steps, steps[1:]):
+        torch.addcmul(
+            updates[:, j], out[:, j], decays[:, j], out=out[:, after]
+        )
+    j = steps[-1]
+    torch.addcmul(updates[:, j], out[:, j], decays[:, j], out=carry)
+
+
+class _Workspace:
+    """The buffers of one scan step, allocated once per pass and reused by
+    every step: (D, B, H, c L, d) token buffers, their (N c, L, d) chunk
+    views (N = D B H) and (N, c, d_k, d_v) per-chunk states."""
+
+    def __init__(self, groups, like):
+        B, H = like.shape[:2]
+        self.groups, self.like = groups, like
+        self.N = groups.D * B * H
+        self.M = self.N * groups.c  # chunks per step
+        L = groups.L
+        self.within = _row_sums(L, like).expand(self.M, L, L)
+        self.after = _row_sums(L, like, reverse=True).expand(self.M, L, L)
+
+    def tokens(self, d):
+        g = self.groups
+        return self.like.new_empty(g.D, *self.like.shape[:2], g.span, d)
+
+    def chunks(self, x):
+        """(D, B, H, c L, d) or (N, c, L, d) -> (N c, L, d)."""
+        return x.view(self.M, -1, x.shape[-1])
+
+    def states(self, d_k, d_v):
+        return self.like.new_empty(self.N, self.groups.c, d_k, d_v)
+
+    def per_chunk(self, x):
+        """(N c, ...) -> (N, c, ...)."""
+        return x.view(self.N, self.groups.c, *x.shape[1:])
+
+
+def _scan_forward(groups, q, k, v, g_fwd, g_bwd, scale):
+    """Both scans (or the causal one), step by step over the groups.
+
+    Returns:
+        tuple: o (B, H, T, d_v), the states entering every chunk decayed to
+        its first token (G, N, c, d_k, d_v) for the backward, and the
+        smallest -R of any chunk (see :func:`_decays_`).
+    """
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    ws = _Workspace(groups, q)
+    q_in, k_in, g_in, decay = (ws.tokens(d_k) for _ in range(4))
+    v_in, o_in = ws.tokens(d_v), ws.tokens(d_v)
+    q3, k3, g3, decay3 = map(ws.chunks, (q_in, k_in, g_in, decay))
+    v3, o3 = ws.chunks(v_in), ws.chunks(o_in)
+    scores = q.new_empty(ws.M, groups.L, groups.L)
+    summaries = ws.states(d_k, d_v)
+    states = q.new_empty(groups.G, *summaries.shape)
+    carry = q.new_zeros(ws.N, d_k, d_v)
+    o = _zero_sequences(q, d_v)
+    worst = q.new_zeros(())
+    for step in range(groups.G):
+        groups.gather(q_in, step, q).mul_(scale)
+        groups.gather(k_in, step, k)
+        groups.gather(v_in, step, v)
+        groups.gather(g_in, step, g_fwd, g_bwd)
+        to_first, to_last, through, span = _decays_(g3, decay3, ws.within)
+        worst = torch.minimum(worst, span)
+        q_in.mul_(decay)
+        k_in.div_(decay)
+        torch.bmm(q3, k3.mT, out=scores).tril_()
+        # Chunk summaries, keys decayed to the chunk's last token.
+        summaries3 = ws.chunks(summaries)
+        torch.bmm(k3.mT, v3, out=summaries3).mul_(to_last)
+        entering = states[step]
+        _scan_states(summaries, ws.per_chunk(through), carry, entering)
+        entering3 = ws.chunks(entering).mul_(to_first)  # at the first token
+        torch.bmm(q3, entering3, out=o3).baddbmm_(scores, v3)
+        groups.scatter(o_in, step, o)
+    return o, states, worst
+
+
+def _scan_backward(groups, d_o, q, k, v, g_fwd, g_bwd, states, scale):
+    """Gradients of q, k, v, g_fwd, g_bwd of :func:`_scan_forward`, steps in
+    reverse order, the decayed queries and keys and the intra-chunk scores
+    recomputed.
 
     The log-gates enter only through decays ``exp(G_t - G_s)`` with
     G = cumsum(g) over the sequence, so ``dL/dG_t = q_t * dq_t - k_t * dk_t``
     (= ``q_in * dq_in - k_in * dk_in``) and dg is its reverse cumulative sum
-    (as in fla's kernels): no graph through the decays is kept.
+    (as in fla's kernels): no graph through the decays is needed.
     """
-    to_first, to_last, chunk_decay = decays
-    d_scores = (d_o @ v.transpose(-2, -1)).tril_()
-    dq_in = torch.matmul(d_o, states.transpose(-2, -1))
-    dq_in += d_scores @ k_in
-    # Through the states: d_summaries_c = dL/dS_{c+1}.
-    d_entering = to_first * (q_in.transpose(-2, -1) @ d_o)
-    d_summaries = _state_scan(d_entering, chunk_decay, reverse=True)
-    d_kv = to_last * d_summaries
-    dv = torch.matmul(k_in, d_kv).add_(scores.transpose(-2, -1) @ d_o)
-    dk_in = torch.matmul(v, d_kv.transpose(-2, -1))
-    dk_in += d_scores.transpose(-2, -1) @ q_in
-    # dL/dg_r = sum of dL/dG_t over t >= r: inside the chunk, then the
-    # totals of the chunks after it.
-    dG = _cumsum_rows_(
-        torch.addcmul(q_in * dq_in, k_in, dk_in, value=-1), True
-    )
-    totals = dG[..., 0, :]
-    later = totals.flip(2).cumsum(2).flip(2) - totals
-    dG += later.unsqueeze(-2)
-    return dq_in.mul_(decay), dk_in.div_(decay), dv, dG
-
-
-class _ChunkLayout:
-    """Sequences (B, H, T, d) <-> chunks (D B, H, n, L, d), n = ceil(T / L):
-    with D = 2 (``both_directions``) the reversed sequences follow the
-    forward ones along the batch. Padding is zero tokens (with zero
-    log-gates), after the forward sequences and before the reversed ones,
-    where they change no output of a causal scan."""
-
-    def __init__(self, T, L, both_directions, device):
-        self.T, self.L, self.both_directions = T, L, both_directions
-        self.n = -(-T // L)
-        self.pad = self.n * L - T
-        self.reverse = torch.arange(T - 1, -1, -1, device=device)
-
-    def to_chunks(self, forward, backward=None, scale=None):
-        """``forward`` (and, for the reversed half, ``backward``, which
-        defaults to ``forward``) as chunks, times ``scale`` if given."""
-        B, H, T, d = forward.shape
-        D = 1 + self.both_directions
-        buf = forward.new_empty(D, B, H, self.n * self.L, d)
-        if scale is None:
-            buf[0, :, :, :T] = forward
-        else:
-            torch.mul(forward, scale, out=buf[0, :, :, :T])
-        buf[0, :, :, T:] = 0
-        if self.both_directions:
-            if backward is None:
-                backward = buf[0, :, :, :T]
-            elif scale is not None:
-                backward = backward * scale
-            torch.index_select(
-                backward, 2, self.reverse, out=buf[1, :, :, self.pad :]
-            )
-            buf[1, :, :, : self.pad] = 0
-        return buf.flatten(0, 1).unflatten(2, (self.n, self.L))
-
-    def to_sequences(self, chunks, combine=True):
-        """Chunks back to (B, H, T, d): the forward part, and with both
-        directions the reversed part put back in order, summed with it
-        (``combine``) or returned as a second tensor."""
-        x = chunks.flatten(2, 3)
-        if not self.both_directions:
-            return x[:, :, : self.T]
-        forward, backward = x.chunk(2)
-        backward = torch.index_select(
-            backward[:, :, self.pad :], 2, self.reverse
-        )
-        forward = forward[:, :, : self.T]
-        return backward.add_(forward) if combine else (forward, backward)
-
-
-def _spans_fit(g_chunks):
-    """Whether no chunk's log-gates after its first token sum below
-    ``-MAX_CHUNK_LOG_DECAY``."""
-    return not g_chunks[..., 1:, :].sum(-2).min() < -MAX_CHUNK_LOG_DECAY
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    ws = _Workspace(groups, q)
+    buffers = [ws.tokens(d_k) for _ in range(7)]
+    q_in, k_in, g_in, decay, dq_in, dk_in, dg_in = buffers
+    q3, k3, g3, decay3, dq3, dk3, dg3 = map(ws.chunks, buffers)
+    v_in, do_in, dv_in = (ws.tokens(d_v) for _ in range(3))
+    v3, do3, dv3 = map(ws.chunks, (v_in, do_in, dv_in))
+    scores = q.new_empty(ws.M, groups.L, groups.L)
+    d_entering, d_leaving = ws.states(d_k, d_v), ws.states(d_k, d_v)
+    d_carry = q.new_zeros(ws.N, d_k, d_v)
+    later = q.new_zeros(ws.N, 1, 1, d_k)  # dL/dG over later chunks
+    dq, dk, dg_fwd = (_zero_sequences(q, d_k) for _ in range(3))
+    dv = _zero_sequences(q, d_v)
+    dg_bwd = None if g_bwd is None else _zero_sequences(q, d_k)
+    for step in reversed(range(groups.G)):
+        groups.gather(q_in, step, q).mul_(scale)
+        groups.gather(k_in, step, k)
+        groups.gather(v_in, step, v)
+        groups.gather(do_in, step, d_o)
+        groups.gather(g_in, step, g_fwd, g_bwd)
+        to_first, to_last, through, _ = _decays_(g3, decay3, ws.within)
+        q_in.mul_(decay)
+        k_in.div_(decay)
+        # Through the states: d_leaving[:, j] = dL/dS for the state leaving
+        # chunk j, the gradient of its summary.
+        d_entering3 = ws.chunks(d_entering)
+        torch.bmm(q3.mT, do3, out=d_entering3).mul_(to_first)
+        through = ws.per_chunk(through)
+        _scan_states(d_entering, through, d_carry, d_leaving, reverse=True)
+        d_kv = ws.chunks(d_leaving).mul_(to_last)
+        torch.bmm(q3, k3.mT, out=scores).tril_()
+        torch.bmm(k3, d_kv, out=dv3).baddbmm_(scores.mT, do3)
+        d_scores = torch.bmm(do3, v3.mT, out=scores).tril_()
+        state3 = ws.chunks(states[step])
+        torch.bmm(do3, state3.mT, out=dq3).baddbmm_(d_scores, k3)
+        torch.bmm(v3, d_kv.mT, out=dk3).baddbmm_(d_scores.mT, q3)
+        # dL/dg_r = sum of dL/dG_t over t >= r: inside the chunk, then the
+        # totals of the chunks after it (in this group, then in later ones).
+        torch.mul(q_in, dq_in, out=g_in).addcmul_(k_in, dk_in, value=-1)
+        totals = ws.per_chunk(torch.bmm(ws.after, g3, out=dg3)[:, :1])
+        from_later = totals.flip(1).cumsum(1).flip(1) - totals + later
+        later += totals.sum(1, keepdim=True)
+        ws.per_chunk(dg3).add_(from_later)
+        groups.scatter(dq_in.mul_(decay).mul_(scale), step, dq)
+        groups.scatter(dk_in.div_(decay), step, dk)
+        groups.scatter(dv_in, step, dv)
+        groups.scatter(dg_in, step, dg_fwd, dg_bwd)
+    return dq, dk, dv, dg_fwd, dg_bwd
 
 
 class _ChunkedGLA(torch.autograd.Function):
@@ -252,7 +375,7 @@ class _ChunkedGLA(torch.autograd.Function):
     ``MAX_CHUNK_LOG_DECAY`` of log-decay (at 1 it spans none): ordinary
     gates keep ``chunk_size``; only near-zero decays (log-gates far below -1
     per token) need smaller chunks. The backward is written out (first order
-    only).
+    only) and keeps only the inputs and the chunk states from the forward.
     """
 
     @staticmethod
@@ -260,33 +383,23 @@ class _ChunkedGLA(torch.autograd.Function):
         both = g_bwd is not None
         L = chunk_size
         while True:
-            layout = _ChunkLayout(q.shape[2], L, both, q.device)
-            g = layout.to_chunks(g_fwd, g_bwd)
-            if L == 1 or _spans_fit(g):
+            groups = _ChunkGroups(q.shape, L, both, q.device)
+            o, states, worst = _scan_forward(
+                groups, q, k, v, g_fwd, g_bwd, scale
+            )
+            if L == 1 or worst >= -MAX_CHUNK_LOG_DECAY:
                 break
             L //= 2
-        o, saved = _chunk_forward_(
-            layout.to_chunks(q, scale=scale),
-            layout.to_chunks(k),
-            layout.to_chunks(v),
-            g,
-        )
-        ctx.save_for_backward(*saved)
-        ctx.layout, ctx.scale = layout, scale
-        return layout.to_sequences(o)
+        ctx.save_for_backward(q, k, v, g_fwd, g_bwd, states)
+        ctx.groups, ctx.scale = groups, scale
+        return o
 
     @staticmethod
     def backward(ctx, d_o):
-        layout = ctx.layout
-        dq, dk, dv, dg = (
-            layout.to_sequences(t, combine)
-            for t, combine in zip(
-                _chunk_backward(layout.to_chunks(d_o), *ctx.saved_tensors),
-                (True, True, True, False),
-            )
+        grads = _scan_backward(
+            ctx.groups, d_o, *ctx.saved_tensors, scale=ctx.scale
         )
-        dg_fwd, dg_bwd = dg if layout.both_directions else (dg, None)
-        return dq.mul_(ctx.scale), dk, dv, dg_fwd, dg_bwd, None, None
+        return *grads, None, None
 
 
 def _chunked_scan(q, k, v, g_fwd, g_bwd, scale, chunk_size):
@@ -305,12 +418,15 @@ def gla_chunked(q, k, v, g, scale=None, chunk_size=64):
     one zero-padded). Inside a chunk the causal scores are one L x L matmul
     of queries and keys rescaled by their decays from the chunk's first
     token; across chunks a d_k x d_v state is passed, one step per chunk
-    (see ``_chunk_forward_``). Where the gates decay by more than
-    exp(-``MAX_CHUNK_LOG_DECAY``) within a chunk, L is halved until they do
-    not (down to 1, the recurrence itself), so any gate <= 0 is safe. The
-    backward is written out (first order only; dg from ``q * dq - k * dk``).
-    Time O(T (L d + d^2)), memory O(T (L + d + d^2 / L)) per head, states in
-    at least fp32.
+    (see ``_decays_`` and ``_scan_forward``). Where the gates decay by more
+    than exp(-``MAX_CHUNK_LOG_DECAY``) within a chunk, L is halved until
+    they do not (down to 1, the recurrence itself), so any gate <= 0 is
+    safe. The chunks are processed a group at a time in small reused
+    buffers; the backward is written out (first order only; dg from
+    ``q * dq - k * dk``) and recomputes the intra-chunk terms, so only the
+    inputs and the states entering each chunk are kept. Time
+    O(T (L d + d^2)), memory kept for the backward O(T d^2 / L) per head,
+    states in at least fp32.
 
     Args:
         q (Tensor): Queries (B, H, T, d_k).

@@ -2,6 +2,8 @@
 out from specs/operators.md section 5 and against fla's naive recurrent
 reference, plus the plumbing of the fla dispatch."""
 
+import functools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -156,12 +158,12 @@ def chunk_sizes_used(monkeypatch):
     """Records the chunk size of every chunk layout the scans build."""
     sizes = []
 
-    class Recording(gla_ops._ChunkLayout):
-        def __init__(self, T, L, *args):
+    class Recording(gla_ops._ChunkGroups):
+        def __init__(self, shape, L, *args):
             sizes.append(L)
-            super().__init__(T, L, *args)
+            super().__init__(shape, L, *args)
 
-    monkeypatch.setattr(gla_ops, '_ChunkLayout', Recording)
+    monkeypatch.setattr(gla_ops, '_ChunkGroups', Recording)
     return sizes
 
 
@@ -205,6 +207,54 @@ def test_chunked_gradients_equal_recurrent_gradients(chunk_size):
     got = grads(lambda *a: gla_chunked(*a, chunk_size=chunk_size), tensors)
     for name, a, b in zip('q k v g'.split(), got, expected):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11, msg=name)
+
+
+def groups_used(monkeypatch):
+    """Records (chunks per group, groups) of every scan pass."""
+    used = []
+
+    class Recording(gla_ops._ChunkGroups):
+        def __init__(self, *args):
+            super().__init__(*args)
+            used.append((self.c, self.G))
+
+    monkeypatch.setattr(gla_ops, '_ChunkGroups', Recording)
+    return used
+
+
+@pytest.mark.parametrize('chunks_per_group', [1, 3])
+def test_scans_carry_state_and_gradients_across_groups(
+    monkeypatch, chunks_per_group
+):
+    """37 tokens in chunks of 4 (10 chunks) scanned as 10 groups of 1 or 4
+    groups of 3 (the last one padded): the states carried forwards and the
+    gradients carried backwards from group to group give the oracles'
+    outputs and gradients, in both directions."""
+    B, H, T, d, L = 2, 3, 37, 4, 4
+    used = groups_used(monkeypatch)
+    tensors = inputs(B=B, H=H, T=T, d=d, dv=5, gate=2)
+    q, k, v, g_fwd, g_bwd = tensors
+    # One workspace holds GROUP_ELEMENTS = D B H (c L) d elements.
+    for D in (1, 2):
+        elements = D * B * H * chunks_per_group * L * d
+        monkeypatch.setattr(gla_ops, 'GROUP_ELEMENTS', elements)
+        if D == 1:
+            scan = functools.partial(gla_chunked, chunk_size=L)
+            oracle, args = gla_recurrent, (q, k, v, g_fwd)
+        else:
+            scan = functools.partial(
+                bidirectional_gla, backend='torch', chunk_size=L
+            )
+
+            def oracle(q, k, v, g_fwd, g_bwd):
+                return bidirectional_gla_map(q, k, g_fwd, g_bwd) @ v
+
+            args = tensors
+        torch.testing.assert_close(scan(*args), oracle(*args), **F64)
+        for a, b in zip(grads(scan, args), grads(oracle, args)):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+    groups = -(-10 // chunks_per_group)
+    assert set(used) == {(chunks_per_group, groups)}
 
 
 def test_chunked_gradcheck():
