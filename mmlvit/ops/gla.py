@@ -265,13 +265,14 @@ class _Workspace:
         return x.view(self.N, self.groups.c, *x.shape[1:])
 
 
-def _scan_forward(groups, q, k, v, g_fwd, g_bwd, scale):
+def _scan_forward(groups, q, k, v, g_fwd, g_bwd, scale, keep_states):
     """Both scans (or the causal one), step by step over the groups.
 
     Returns:
         tuple: o (B, H, T, d_v), the states entering every chunk decayed to
-        its first token (G, N, c, d_k, d_v) for the backward, and the
-        smallest -R of any chunk (see :func:`_decays_`).
+        its first token (G, N, c, d_k, d_v) for the backward (None unless
+        ``keep_states``), and the smallest -R of any chunk (see
+        :func:`_decays_`).
     """
     d_k, d_v = q.shape[-1], v.shape[-1]
     ws = _Workspace(groups, q)
@@ -281,7 +282,7 @@ def _scan_forward(groups, q, k, v, g_fwd, g_bwd, scale):
     v3, o3 = ws.chunks(v_in), ws.chunks(o_in)
     scores = q.new_empty(ws.M, groups.L, groups.L)
     summaries = ws.states(d_k, d_v)
-    states = q.new_empty(groups.G, *summaries.shape)
+    states = q.new_empty(groups.G if keep_states else 1, *summaries.shape)
     carry = q.new_zeros(ws.N, d_k, d_v)
     o = _zero_sequences(q, d_v)
     worst = q.new_zeros(())
@@ -298,12 +299,12 @@ def _scan_forward(groups, q, k, v, g_fwd, g_bwd, scale):
         # Chunk summaries, keys decayed to the chunk's last token.
         summaries3 = ws.chunks(summaries)
         torch.bmm(k3.mT, v3, out=summaries3).mul_(to_last)
-        entering = states[step]
+        entering = states[step if keep_states else 0]
         _scan_states(summaries, ws.per_chunk(through), carry, entering)
         entering3 = ws.chunks(entering).mul_(to_first)  # at the first token
         torch.bmm(q3, entering3, out=o3).baddbmm_(scores, v3)
         groups.scatter(o_in, step, o)
-    return o, states, worst
+    return o, states if keep_states else None, worst
 
 
 def _scan_backward(groups, d_o, q, k, v, g_fwd, g_bwd, states, scale):
@@ -379,13 +380,13 @@ class _ChunkedGLA(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, g_fwd, g_bwd, scale, chunk_size):
+    def forward(ctx, q, k, v, g_fwd, g_bwd, scale, chunk_size, keep_states):
         both = g_bwd is not None
         L = chunk_size
         while True:
             groups = _ChunkGroups(q.shape, L, both, q.device)
             o, states, worst = _scan_forward(
-                groups, q, k, v, g_fwd, g_bwd, scale
+                groups, q, k, v, g_fwd, g_bwd, scale, keep_states
             )
             if L == 1 or worst >= -MAX_CHUNK_LOG_DECAY:
                 break
@@ -399,16 +400,23 @@ class _ChunkedGLA(torch.autograd.Function):
         grads = _scan_backward(
             ctx.groups, d_o, *ctx.saved_tensors, scale=ctx.scale
         )
-        return *grads, None, None
+        return *grads, None, None, None
 
 
 def _chunked_scan(q, k, v, g_fwd, g_bwd, scale, chunk_size):
-    """:class:`_ChunkedGLA` with the chunk size checked."""
+    """:class:`_ChunkedGLA` with the chunk size checked; the states are
+    kept for a backward only where one can follow."""
     if chunk_size < 1 or chunk_size & (chunk_size - 1):
         raise ValueError(
             f'chunk_size must be a power of two, got {chunk_size}.'
         )
-    return _ChunkedGLA.apply(q, k, v, g_fwd, g_bwd, scale, chunk_size)
+    inputs = [t for t in (q, k, v, g_fwd, g_bwd) if t is not None]
+    differentiable = torch.is_grad_enabled() and any(
+        t.requires_grad for t in inputs
+    )
+    return _ChunkedGLA.apply(
+        q, k, v, g_fwd, g_bwd, scale, chunk_size, differentiable
+    )
 
 
 def gla_chunked(q, k, v, g, scale=None, chunk_size=64):

@@ -103,7 +103,8 @@ class GatedLinearAttention(BaseAttention):
                 self.gate_up.weight.to(acc),
                 self.gate_up.bias.to(acc),
             )
-            g = F.logsigmoid(logits) / self.gate_temperature
+            # In place: logsigmoid's backward needs its input, not output.
+            g = F.logsigmoid(logits).div_(self.gate_temperature)
         g = g.reshape(B, N, 2, self.num_heads, self.head_dims)
         g_fwd, g_bwd = g.permute(2, 0, 3, 1, 4)
         return g_fwd, g_bwd
