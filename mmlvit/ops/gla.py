@@ -164,10 +164,11 @@ class _ChunkGroups:
 
 
 def _zero_sequences(like, d):
-    """Zeros (B, H, T, d) like ``like`` (B, H, T, _), laid out (B, T, H, d)
-    in memory as the projections that consume them expect."""
+    """Zeros (B, H, T, d) like ``like`` (B, H, T, _), laid out (T, B, H, d)
+    in memory: the token ranges the scans write are contiguous blocks (for
+    B = 1 the layout is also the (B, T, H * d) one of the projections)."""
     B, H, T, _ = like.shape
-    return like.new_zeros(B, T, H, d).transpose(1, 2)
+    return like.new_zeros(T, B, H, d).permute(1, 2, 0, 3)
 
 
 def _decays_(g, decay, within):
