@@ -239,16 +239,37 @@ def _scan_states(updates, decays, carry, out, reverse=False):
 class _Workspace:
     """The buffers of one scan step, allocated once per pass and reused by
     every step: (D, B, H, c L, d) token buffers, their (N c, L, d) chunk
-    views (N = D B H) and (N, c, d_k, d_v) per-chunk states."""
+    views (N = D B H) and (N, c, d_k, d_v) per-chunk states. Holds the
+    step's decayed queries and keys, values, log-gates and decays
+    (:meth:`load`)."""
 
-    def __init__(self, groups, like):
-        B, H = like.shape[:2]
+    def __init__(self, groups, like, d_v):
+        B, H, _, d_k = like.shape
         self.groups, self.like = groups, like
         self.N = groups.D * B * H
         self.M = self.N * groups.c  # chunks per step
         L = groups.L
         self.within = _row_sums(L, like).expand(self.M, L, L)
-        self.after = _row_sums(L, like, reverse=True).expand(self.M, L, L)
+        self.q, self.k, self.g, self.decay = (
+            self.tokens(d_k) for _ in range(4)
+        )
+        self.v = self.tokens(d_v)
+
+    def load(self, step, q, k, v, g_fwd, g_bwd, scale):
+        """The step's tokens: queries times ``scale`` and ``decay``, keys
+        divided by ``decay``, values and log-gates (see :func:`_decays_`,
+        whose other results it returns)."""
+        gather = self.groups.gather
+        gather(self.q, step, q).mul_(scale)
+        gather(self.k, step, k)
+        gather(self.v, step, v)
+        gather(self.g, step, g_fwd, g_bwd)
+        decays = _decays_(
+            self.chunks(self.g), self.chunks(self.decay), self.within
+        )
+        self.q.mul_(self.decay)
+        self.k.div_(self.decay)
+        return decays
 
     def tokens(self, d):
         g = self.groups
@@ -276,11 +297,9 @@ def _scan_forward(groups, q, k, v, g_fwd, g_bwd, scale, keep_states):
         :func:`_decays_`).
     """
     d_k, d_v = q.shape[-1], v.shape[-1]
-    ws = _Workspace(groups, q)
-    q_in, k_in, g_in, decay = (ws.tokens(d_k) for _ in range(4))
-    v_in, o_in = ws.tokens(d_v), ws.tokens(d_v)
-    q3, k3, g3, decay3 = map(ws.chunks, (q_in, k_in, g_in, decay))
-    v3, o3 = ws.chunks(v_in), ws.chunks(o_in)
+    ws = _Workspace(groups, q, d_v)
+    o_in = ws.tokens(d_v)
+    q3, k3, v3, o3 = map(ws.chunks, (ws.q, ws.k, ws.v, o_in))
     scores = q.new_empty(ws.M, groups.L, groups.L)
     summaries = ws.states(d_k, d_v)
     states = q.new_empty(groups.G if keep_states else 1, *summaries.shape)
@@ -288,14 +307,10 @@ def _scan_forward(groups, q, k, v, g_fwd, g_bwd, scale, keep_states):
     o = _zero_sequences(q, d_v)
     worst = q.new_zeros(())
     for step in range(groups.G):
-        groups.gather(q_in, step, q).mul_(scale)
-        groups.gather(k_in, step, k)
-        groups.gather(v_in, step, v)
-        groups.gather(g_in, step, g_fwd, g_bwd)
-        to_first, to_last, through, span = _decays_(g3, decay3, ws.within)
+        to_first, to_last, through, span = ws.load(
+            step, q, k, v, g_fwd, g_bwd, scale
+        )
         worst = torch.minimum(worst, span)
-        q_in.mul_(decay)
-        k_in.div_(decay)
         torch.bmm(q3, k3.mT, out=scores).tril_()
         # Chunk summaries, keys decayed to the chunk's last token.
         summaries3 = ws.chunks(summaries)
@@ -319,12 +334,15 @@ def _scan_backward(groups, d_o, q, k, v, g_fwd, g_bwd, states, scale):
     (as in fla's kernels): no graph through the decays is needed.
     """
     d_k, d_v = q.shape[-1], v.shape[-1]
-    ws = _Workspace(groups, q)
-    buffers = [ws.tokens(d_k) for _ in range(7)]
-    q_in, k_in, g_in, decay, dq_in, dk_in, dg_in = buffers
-    q3, k3, g3, decay3, dq3, dk3, dg3 = map(ws.chunks, buffers)
-    v_in, do_in, dv_in = (ws.tokens(d_v) for _ in range(3))
-    v3, do3, dv3 = map(ws.chunks, (v_in, do_in, dv_in))
+    ws = _Workspace(groups, q, d_v)
+    dq_in, dk_in, dg_in = (ws.tokens(d_k) for _ in range(3))
+    do_in, dv_in = ws.tokens(d_v), ws.tokens(d_v)
+    q3, k3, v3, g3 = map(ws.chunks, (ws.q, ws.k, ws.v, ws.g))
+    dq3, dk3, dg3, do3, dv3 = map(
+        ws.chunks, (dq_in, dk_in, dg_in, do_in, dv_in)
+    )
+    L = groups.L
+    after = _row_sums(L, q, reverse=True).expand(ws.M, L, L)
     scores = q.new_empty(ws.M, groups.L, groups.L)
     d_entering, d_leaving = ws.states(d_k, d_v), ws.states(d_k, d_v)
     d_carry = q.new_zeros(ws.N, d_k, d_v)
@@ -333,14 +351,10 @@ def _scan_backward(groups, d_o, q, k, v, g_fwd, g_bwd, states, scale):
     dv = _zero_sequences(q, d_v)
     dg_bwd = None if g_bwd is None else _zero_sequences(q, d_k)
     for step in reversed(range(groups.G)):
-        groups.gather(q_in, step, q).mul_(scale)
-        groups.gather(k_in, step, k)
-        groups.gather(v_in, step, v)
+        to_first, to_last, through, _ = ws.load(
+            step, q, k, v, g_fwd, g_bwd, scale
+        )
         groups.gather(do_in, step, d_o)
-        groups.gather(g_in, step, g_fwd, g_bwd)
-        to_first, to_last, through, _ = _decays_(g3, decay3, ws.within)
-        q_in.mul_(decay)
-        k_in.div_(decay)
         # Through the states: d_leaving[:, j] = dL/dS for the state leaving
         # chunk j, the gradient of its summary.
         d_entering3 = ws.chunks(d_entering)
@@ -356,13 +370,13 @@ def _scan_backward(groups, d_o, q, k, v, g_fwd, g_bwd, states, scale):
         torch.bmm(v3, d_kv.mT, out=dk3).baddbmm_(d_scores.mT, q3)
         # dL/dg_r = sum of dL/dG_t over t >= r: inside the chunk, then the
         # totals of the chunks after it (in this group, then in later ones).
-        torch.mul(q_in, dq_in, out=g_in).addcmul_(k_in, dk_in, value=-1)
-        totals = ws.per_chunk(torch.bmm(ws.after, g3, out=dg3)[:, :1])
+        torch.mul(ws.q, dq_in, out=ws.g).addcmul_(ws.k, dk_in, value=-1)
+        totals = ws.per_chunk(torch.bmm(after, g3, out=dg3)[:, :1])
         from_later = totals.flip(1).cumsum(1).flip(1) - totals + later
         later += totals.sum(1, keepdim=True)
         ws.per_chunk(dg3).add_(from_later)
-        groups.scatter(dq_in.mul_(decay).mul_(scale), step, dq)
-        groups.scatter(dk_in.div_(decay), step, dk)
+        groups.scatter(dq_in.mul_(ws.decay).mul_(scale), step, dq)
+        groups.scatter(dk_in.div_(ws.decay), step, dk)
         groups.scatter(dv_in, step, dv)
         groups.scatter(dg_in, step, dg_fwd, dg_bwd)
     return dq, dk, dv, dg_fwd, dg_bwd
