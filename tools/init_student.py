@@ -22,7 +22,7 @@ from mmengine.runner import set_random_seed
 from mmpretrain.registry import MODELS
 
 from mmlvit.engine.hooks.init_hook import SoftmaxToLinearInitHook, find_student
-from mmlvit.transfer import COMPONENTS, FORMATS, SETTINGS
+from mmlvit.transfer import COMPONENTS, FORMATS, setting_names
 
 
 def parse_args(argv=None):
@@ -32,7 +32,7 @@ def parse_args(argv=None):
     parser.add_argument(
         '--setting',
         default='MLPCopy',
-        choices=SETTINGS,
+        choices=setting_names(),
         help='init setting (default: MLPCopy)',
     )
     parser.add_argument(

@@ -2,17 +2,12 @@
 the same, initialise the rest analytically or by default."""
 
 from .analytical import impulse_init_, mimetic_init_
+from .components import COMPONENTS, component_of
 from .errors import TransferError
-from .policies import (
-    COMPONENTS,
-    SETTINGS,
-    CopyReport,
-    Policy,
-    apply_init,
-    component_of,
-    resolve_policy,
-)
+from .policies import Policy, apply_init, resolve_policy
 from .readers import FORMATS, load_softmax_checkpoint
+from .report import CopyReport
+from .settings import SETTINGS, Setting, get_setting, setting_names
 
 __all__ = [
     'COMPONENTS',
@@ -20,11 +15,14 @@ __all__ = [
     'SETTINGS',
     'CopyReport',
     'Policy',
+    'Setting',
     'TransferError',
     'apply_init',
     'component_of',
+    'get_setting',
     'impulse_init_',
     'load_softmax_checkpoint',
     'mimetic_init_',
     'resolve_policy',
+    'setting_names',
 ]

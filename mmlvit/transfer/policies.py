@@ -1,22 +1,8 @@
 """Copy policies: which softmax weights a linear student starts from.
 
-A policy is a set of components (groups of parameters named as in
-mmpretrain's ``ImageClassifier(VisionTransformer)``) copied by name and
-shape, optionally preceded by an analytical init of the attention
-(Mimetic, Impulse). The settings are the paper's:
-
-============  ===============================================================
-Random        nothing copied
-Mimetic       nothing copied; analytical q/k and v/proj (``analytical.py``)
-Impulse       nothing copied; analytical convolution-like q/k
-Copy          attn_qkv, attn_proj
-MLPCopy       mlp
-FullCopy      patch_embed, pos_embed, cls_token, norms, attn_qkv, attn_proj,
-              mlp, final_norm
-Variant1      FullCopy minus cls_token
-Variant2      FullCopy minus cls_token, pos_embed
-Variant3      FullCopy minus cls_token, pos_embed, patch_embed
-============  ===============================================================
+A policy is a setting (``settings.py``: the components it copies and its
+analytical init, if any) or an explicit list of components, applied to one
+student by name and shape.
 
 Copy rules (operator-agnostic, from the attention contract in
 ``mmlvit/models/attentions/base.py``):
@@ -36,61 +22,15 @@ Copy rules (operator-agnostic, from the attention contract in
   has no keys for.
 """
 
-import re
-from collections import Counter
 from dataclasses import dataclass
 
 import torch
 from mmpretrain.models.utils import resize_pos_embed
 
-from .analytical import impulse_init_, mimetic_init_
-from .errors import TransferError
-
-COMPONENTS = (
-    'patch_embed',
-    'pos_embed',
-    'cls_token',
-    'norms',
-    'attn_qkv',
-    'attn_proj',
-    'mlp',
-    'final_norm',
-    'head',
-)
-_FULL = tuple(c for c in COMPONENTS if c != 'head')
-SETTINGS = {
-    'Random': (),
-    'Mimetic': (),
-    'Impulse': (),
-    'Copy': ('attn_qkv', 'attn_proj'),
-    'MLPCopy': ('mlp',),
-    'FullCopy': _FULL,
-    'Variant1': tuple(c for c in _FULL if c != 'cls_token'),
-    'Variant2': tuple(c for c in _FULL if c not in ('cls_token', 'pos_embed')),
-    'Variant3': tuple(
-        c for c in _FULL if c not in ('cls_token', 'pos_embed', 'patch_embed')
-    ),
-}
-# Analytical settings and the components their init writes.
-_ANALYTICAL = {
-    'Mimetic': (mimetic_init_, ('attn_qkv', 'attn_proj')),
-    'Impulse': (impulse_init_, ('attn_qkv', 'attn_proj', 'pos_embed')),
-}
-_COMPONENT_OF = [
-    (re.compile(pattern), component)
-    for pattern, component in (
-        (r'backbone\.patch_embed\.', 'patch_embed'),
-        (r'backbone\.pos_embed$', 'pos_embed'),
-        (r'backbone\.cls_token$', 'cls_token'),
-        (r'backbone\.(layers\.\d+\.ln[12]|pre_norm)\.', 'norms'),
-        (r'backbone\.layers\.\d+\.attn\.qkv\.', 'attn_qkv'),
-        (r'backbone\.layers\.\d+\.attn\.proj\.', 'attn_proj'),
-        (r'backbone\.layers\.\d+\.ffn\.', 'mlp'),
-        (r'backbone\.ln[12]\.', 'final_norm'),
-        (r'head\.', 'head'),
-    )
-]
-OTHER = 'other'  # parameters with no softmax counterpart (gates, convs, ...)
+from .components import COMPONENTS, component_of
+from .errors import TransferError, preview_keys
+from .report import CopyReport, Record
+from .settings import Setting, get_setting
 
 
 @dataclass(frozen=True)
@@ -98,24 +38,25 @@ class Policy:
     """A resolved initialisation policy.
 
     Attributes:
-        setting (str): The setting's name.
-        components (tuple[str]): Components copied from the checkpoint.
+        setting (Setting): The setting (``settings.SETTINGS``).
+        components (tuple[str]): Components copied from the checkpoint (the
+            setting's own or the explicit list).
     """
 
-    setting: str
+    setting: Setting
     components: tuple
 
     @property
     def analytical(self):
         """The in-place analytical init (Mimetic/Impulse) or None."""
-        return _ANALYTICAL.get(self.setting, (None,))[0]
+        return self.setting.analytical
 
 
 def resolve_policy(setting='MLPCopy', components=None):
     """Check a setting and an optional component list.
 
     Args:
-        setting (str): A name in ``SETTINGS``.
+        setting (str): A setting's name or alias (``SETTINGS``).
         components (Sequence[str], optional): Components to copy instead of
             the setting's own list; an analytical setting (Mimetic, Impulse)
             still runs first and may not be combined with the components it
@@ -124,12 +65,9 @@ def resolve_policy(setting='MLPCopy', components=None):
     Returns:
         Policy
     """
-    if setting not in SETTINGS:
-        raise TransferError(
-            f'Unknown init setting {setting!r}; choose from {list(SETTINGS)}.'
-        )
+    setting = get_setting(setting)
     if components is None:
-        return Policy(setting, SETTINGS[setting])
+        return Policy(setting, setting.components)
     if isinstance(components, str):
         raise TransferError(
             'components must be a list of names, got the '
@@ -140,126 +78,13 @@ def resolve_policy(setting='MLPCopy', components=None):
         raise TransferError(
             f'Unknown components {unknown}; choose from {list(COMPONENTS)}.'
         )
-    written = set(_ANALYTICAL.get(setting, (None, ()))[1])
+    written = set(setting.analytical_components)
     if written & set(components):
         raise TransferError(
-            f'{setting} initialises {sorted(written)} analytically; do not '
-            f'also copy {sorted(written & set(components))}.'
+            f'{setting.name} initialises {sorted(written)} analytically; do '
+            f'not also copy {sorted(written & set(components))}.'
         )
     return Policy(setting, tuple(dict.fromkeys(components)))
-
-
-def component_of(key):
-    """The component of a classifier-space key (``OTHER`` if none)."""
-    for pattern, component in _COMPONENT_OF:
-        if pattern.match(key):
-            return component
-    return OTHER
-
-
-@dataclass
-class Record:
-    """What happened to one tensor (or part of one).
-
-    ``action`` is ``'copied'``, ``'analytical'``, ``'default'`` (a student
-    tensor left at its fresh init) or ``'skipped'`` (a checkpoint tensor of
-    a requested component that was not copied); ``numel`` counts the
-    parameters concerned.
-    """
-
-    key: str
-    component: str
-    action: str
-    numel: int
-    reason: str = ''
-
-
-class CopyReport:
-    """The outcome of :func:`apply_init`, tensor by tensor.
-
-    Args:
-        policy (Policy): The policy applied.
-        records (list[Record]): One per student tensor (two for a partly
-            copied ``qkv``) plus one per skipped checkpoint tensor.
-        unused (list[str]): Checkpoint keys nothing used.
-    """
-
-    ACTIONS = ('copied', 'analytical', 'default', 'skipped')
-
-    def __init__(self, policy, records, unused):
-        self.policy = policy
-        self.records = records
-        self.unused = unused
-
-    def keys(self, action):
-        """Keys of the records with this action."""
-        return [r.key for r in self.records if r.action == action]
-
-    def table(self):
-        """A text table: per component, tensors/parameters per action; then
-        every tensor with a note (partly copied, resized, skipped, kept at
-        default for a reason) and the unused checkpoint keys."""
-        names = [
-            c
-            for c in COMPONENTS + (OTHER,)
-            if any(r.component == c for r in self.records)
-        ]
-        header = ['component'] + list(self.ACTIONS)
-        rows = [header]
-        for name in names:
-            row = [name]
-            for action in self.ACTIONS:
-                hits = [
-                    r
-                    for r in self.records
-                    if r.component == name and r.action == action
-                ]
-                numel = sum(r.numel for r in hits)
-                row.append(f'{len(hits)} / {numel:,}' if hits else '-')
-            rows.append(row)
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        lines = [
-            f'Softmax-to-linear init: setting={self.policy.setting}, '
-            f'copied components={list(self.policy.components)} '
-            '(cells: tensors / parameters)'
-        ]
-        lines += [
-            '  '.join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-            for row in rows
-        ]
-        # Notes; the same note of several layers on one line.
-        notes = {}
-        for r in self.records:
-            if r.reason:
-                key = re.sub(r'layers\.\d+\.', 'layers.*.', r.key)
-                notes.setdefault((r.action, key, r.reason), []).append(r.key)
-        for (action, key, reason), keys in notes.items():
-            if len(keys) == 1:
-                lines.append(f'{action}: {keys[0]}: {reason}')
-            else:
-                lines.append(
-                    f'{action}: {key} ({len(keys)} tensors): {reason}'
-                )
-        wanted = set(self.policy.components)
-        orphans = [k for k in self.unused if component_of(k) in wanted]
-        if orphans:
-            lines.append(
-                f'unused, no counterpart in the student: '
-                f'{_short_list(orphans)}'
-            )
-        others = Counter(
-            component_of(k)
-            for k in self.unused
-            if component_of(k) not in wanted
-        )
-        if others:
-            lines.append(
-                'unused, component not requested: '
-                + ', '.join(
-                    f'{name} ({n} tensors)' for name, n in others.items()
-                )
-            )
-        return '\n'.join(lines)
 
 
 def apply_init(model, state_dict, setting='MLPCopy', components=None):
@@ -271,7 +96,7 @@ def apply_init(model, state_dict, setting='MLPCopy', components=None):
             ``backbone`` attribute; needed for the ``head`` component).
         state_dict (Mapping[str, Tensor]): Weights in mmpretrain classifier
             key space (:func:`load_softmax_checkpoint`).
-        setting (str): A name in ``SETTINGS``. Defaults to 'MLPCopy'.
+        setting (str): A setting's name or alias. Defaults to 'MLPCopy'.
         components (Sequence[str], optional): See :func:`resolve_policy`.
 
     Returns:
@@ -371,7 +196,7 @@ def _plan(params, backbone, state_dict, policy):
             )
     if mismatched:
         raise TransferError(
-            f'Setting {policy.setting}: {len(mismatched)} tensors of the '
+            f'Setting {policy.setting.name}: {len(mismatched)} tensors of the '
             'requested components do not match the student in shape (is '
             'the checkpoint of another architecture?). First ones: '
             + '; '.join(mismatched[:5])
@@ -426,7 +251,7 @@ def _check_components_found(params, state_dict, wanted):
     if missing:
         raise TransferError(
             f'The checkpoint has no tensors for the requested components '
-            f'{missing} (checkpoint keys: {_short_list(list(state_dict))}).'
+            f'{missing} (checkpoint keys: {preview_keys(state_dict)}).'
         )
 
 
@@ -481,8 +306,3 @@ def _adapt_pos_embed(src, backbone):
         getattr(backbone, 'interpolate_mode', 'bicubic'),
         extra,
     )
-
-
-def _short_list(keys, limit=8):
-    shown = ', '.join(keys[:limit])
-    return shown + (f', ... ({len(keys)} in all)' if len(keys) > limit else '')

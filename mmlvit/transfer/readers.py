@@ -25,6 +25,8 @@ from mmengine.logging import print_log
 
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
 
+from .errors import preview_keys
+
 FORMATS = (
     'auto',
     'mmpretrain',
@@ -145,7 +147,7 @@ def _detect_format(ckpt, name):
         return 'ibot' if 'masked_embed' in ckpt else 'timm'
     raise CheckpointError(
         f'Cannot tell the layout of {name}: it is none of '
-        f'{FORMATS[1:]}. Top-level keys: {_preview(ckpt.keys())}'
+        f'{FORMATS[1:]}. Top-level keys: {preview_keys(ckpt.keys(), 12)}'
         f'{_nested_preview(ckpt)}. Pass format=... if it is one of them.'
     )
 
@@ -265,8 +267,8 @@ def _convert_timm(weights, name, format):
         raise CheckpointError(
             f'Cannot convert {name} (read as {format!r}): {len(unknown)} keys '
             "have no counterpart in mmpretrain's VisionTransformer "
-            f'classifier: {_preview(unknown)}. (Layer scale, distillation '
-            'tokens and register tokens are not supported.)'
+            f'classifier: {preview_keys(unknown, 12)}. (Layer scale, '
+            'distillation tokens and register tokens are not supported.)'
         )
     return converted, dropped
 
@@ -312,22 +314,15 @@ def _looks_mmpretrain(keys):
     return all(any(k.startswith(m) for k in keys) for m in _MMPRETRAIN_MARKERS)
 
 
-def _preview(keys, limit=12):
-    keys = list(keys)
-    shown = ', '.join(repr(k) for k in keys[:limit])
-    more = f', ... ({len(keys)} in all)' if len(keys) > limit else ''
-    return f'[{shown}{more}]'
-
-
 def _nested_preview(ckpt):
     nested = [(k, v) for k, v in ckpt.items() if isinstance(v, Mapping)]
     return ''.join(
-        f"; under '{k}': {_preview(v.keys(), 6)}" for k, v in nested[:3]
+        f"; under '{k}': {preview_keys(v.keys(), 6)}" for k, v in nested[:3]
     )
 
 
 def _layout_error(name, format, expected, ckpt):
     return CheckpointError(
         f'{name} is not a {format!r} checkpoint: expected {expected}. Keys '
-        f'seen: {_preview(ckpt.keys())}{_nested_preview(ckpt)}.'
+        f'seen: {preview_keys(ckpt.keys(), 12)}{_nested_preview(ckpt)}.'
     )

@@ -8,7 +8,13 @@ import torch
 import torch.nn.functional as F
 from transfer_helpers import TINY_ARCH, backbone_cfg
 
-from mmlvit.transfer import SETTINGS, TransferError, apply_init
+from mmlvit.transfer import (
+    SETTINGS,
+    TransferError,
+    apply_init,
+    get_setting,
+    setting_names,
+)
 
 # The paper's settings table, restated independently of mmlvit's own.
 FULL = {
@@ -29,6 +35,12 @@ PAPER_TABLE = {
     'Variant1': FULL - {'cls_token'},
     'Variant2': FULL - {'cls_token', 'pos_embed'},
     'Variant3': FULL - {'cls_token', 'pos_embed', 'patch_embed'},
+}
+# The paper's variants under names that say what they leave out.
+VARIANT_NAMES = {
+    'Variant1': 'FullCopyNoClsToken',
+    'Variant2': 'FullCopyNoClsTokenPosEmbed',
+    'Variant3': 'FullCopyNoEmbeddings',
 }
 KEY_PATTERNS = {
     'patch_embed': r'backbone\.patch_embed\.projection\.(weight|bias)',
@@ -58,10 +70,33 @@ def assert_copied_exactly(model, fresh, ckpt, copied_keys):
 
 
 def test_settings_match_the_paper_table():
-    assert set(SETTINGS) == set(PAPER_TABLE) | {'Mimetic', 'Impulse'}
+    assert set(setting_names()) == (
+        set(PAPER_TABLE) | set(VARIANT_NAMES.values()) | {'Mimetic', 'Impulse'}
+    )
     for name, components in PAPER_TABLE.items():
-        assert set(SETTINGS[name]) == components, name
-    assert SETTINGS['Mimetic'] == SETTINGS['Impulse'] == ()
+        assert set(get_setting(name).components) == components, name
+    for alias, name in VARIANT_NAMES.items():
+        assert get_setting(alias) is SETTINGS[name]
+    for name in ('Mimetic', 'Impulse'):
+        assert SETTINGS[name].components == ()
+        assert SETTINGS[name].analytical is not None
+    short_names = [s.short_name for s in SETTINGS.values()]
+    assert len(set(short_names)) == len(short_names)
+
+
+def test_unknown_setting_lists_names_and_aliases():
+    with pytest.raises(TransferError, match=r'FullCopyNoClsToken \(Variant1'):
+        get_setting('Variant4')
+
+
+def test_an_alias_reports_the_setting_it_names(
+    build_classifier, softmax_state
+):
+    report = apply_init(
+        build_classifier(backbone_cfg(None)), softmax_state(), 'Variant3'
+    )
+    assert report.policy.setting.name == 'FullCopyNoEmbeddings'
+    assert 'setting=FullCopyNoEmbeddings' in report.table()
 
 
 @pytest.mark.parametrize('setting', sorted(PAPER_TABLE))
@@ -250,7 +285,7 @@ def test_depth_mismatch_is_reported_not_fatal(build_classifier, softmax_state):
     orphans = [k for k in report.unused if k.startswith('backbone.layers.2.')]
     assert 'backbone.layers.2.ffn.layers.1.weight' in orphans
     assert (
-        'no counterpart in the student: backbone.layers.2.' in report.table()
+        "no counterpart in the student: ['backbone.layers.2." in report.table()
     )
 
     shallow = softmax_state()

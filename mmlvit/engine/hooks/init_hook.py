@@ -33,7 +33,9 @@ class SoftmaxToLinearInitHook(Hook):
             copies from its teacher's file). Settings that copy nothing
             (Random, Mimetic, Impulse) read no file.
         setting (str): Initialisation setting (``mmlvit.transfer.SETTINGS``:
-            Random, Mimetic, Impulse, Copy, MLPCopy, FullCopy, Variant1-3).
+            Random, Mimetic, Impulse, Copy, MLPCopy, FullCopy and its
+            variants FullCopyNoClsToken, FullCopyNoClsTokenPosEmbed,
+            FullCopyNoEmbeddings, also accepted as the paper's Variant1-3).
             Defaults to 'MLPCopy'.
         components (list[str], optional): Copy exactly these components
             instead of the setting's list (``mmlvit.transfer.COMPONENTS``).
@@ -94,7 +96,7 @@ class SoftmaxToLinearInitHook(Hook):
             state_dict = {}  # nothing to copy, nothing to read
         elif checkpoint is None:
             raise ValueError(
-                f'SoftmaxToLinearInitHook: setting {self.policy.setting} '
+                f'SoftmaxToLinearInitHook: setting {self.policy.setting.name} '
                 f'copies {list(self.policy.components)} but no softmax '
                 "checkpoint is set: set the hook's checkpoint "
                 "(custom_hooks=[dict(type='SoftmaxToLinearInitHook', "
@@ -106,6 +108,6 @@ class SoftmaxToLinearInitHook(Hook):
         return apply_init(
             find_student(model),
             state_dict,
-            self.policy.setting,
+            self.policy.setting.name,
             self.policy.components,
         )

@@ -1,0 +1,39 @@
+"""Components: the groups of parameters a setting copies, named over
+mmpretrain's ``ImageClassifier(VisionTransformer)`` key space."""
+
+import re
+
+COMPONENTS = (
+    'patch_embed',
+    'pos_embed',
+    'cls_token',
+    'norms',
+    'attn_qkv',
+    'attn_proj',
+    'mlp',
+    'final_norm',
+    'head',
+)
+_COMPONENT_OF = [
+    (re.compile(pattern), component)
+    for pattern, component in (
+        (r'backbone\.patch_embed\.', 'patch_embed'),
+        (r'backbone\.pos_embed$', 'pos_embed'),
+        (r'backbone\.cls_token$', 'cls_token'),
+        (r'backbone\.(layers\.\d+\.ln[12]|pre_norm)\.', 'norms'),
+        (r'backbone\.layers\.\d+\.attn\.qkv\.', 'attn_qkv'),
+        (r'backbone\.layers\.\d+\.attn\.proj\.', 'attn_proj'),
+        (r'backbone\.layers\.\d+\.ffn\.', 'mlp'),
+        (r'backbone\.ln[12]\.', 'final_norm'),
+        (r'head\.', 'head'),
+    )
+]
+OTHER = 'other'  # parameters with no softmax counterpart (gates, convs, ...)
+
+
+def component_of(key):
+    """The component of a classifier-space key (``OTHER`` if none)."""
+    for pattern, component in _COMPONENT_OF:
+        if pattern.match(key):
+            return component
+    return OTHER

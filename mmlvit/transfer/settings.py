@@ -1,0 +1,108 @@
+"""The initialisation settings: one table, one row per setting.
+
+A setting copies a set of components (see ``components.py``) from a
+softmax checkpoint, optionally after an analytical init of the attention
+(Mimetic, arXiv:2305.09828; Impulse, Zheng et al. NeurIPS 2025). Random,
+Copy, MLPCopy and FullCopy are the paper's settings (Qin et al.,
+arXiv:2609.35745); its Variant1-3 are the FullCopy variants below, under
+names that say what they leave out.
+"""
+
+from dataclasses import dataclass
+
+from .analytical import impulse_init_, mimetic_init_
+from .components import COMPONENTS
+from .errors import TransferError
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One initialisation setting.
+
+    Attributes:
+        name (str): What configs pass as ``setting``.
+        short_name (str): Lower-case name used in config file names and by
+            the tools (``'attncopy'`` for Copy).
+        components (tuple[str]): Components copied from the checkpoint.
+        analytical (callable, optional): In-place analytical init of the
+            backbone, run before copying; returns ``(name, numel)`` of every
+            tensor it wrote.
+        analytical_components (tuple[str]): Components the analytical init
+            writes (they may not also be copied).
+        aliases (tuple[str]): Other accepted names (the paper's).
+    """
+
+    name: str
+    short_name: str
+    components: tuple = ()
+    analytical: object = None
+    analytical_components: tuple = ()
+    aliases: tuple = ()
+
+
+def _full_copy_without(*left_out):
+    return tuple(c for c in COMPONENTS if c not in ('head', *left_out))
+
+
+SETTINGS = {
+    s.name: s
+    for s in (
+        Setting('Random', 'random'),
+        Setting(
+            'Mimetic',
+            'mimetic',
+            analytical=mimetic_init_,
+            analytical_components=('attn_qkv', 'attn_proj'),
+        ),
+        Setting(
+            'Impulse',
+            'impulse',
+            analytical=impulse_init_,
+            analytical_components=('attn_qkv', 'attn_proj', 'pos_embed'),
+        ),
+        Setting('Copy', 'attncopy', ('attn_qkv', 'attn_proj')),
+        Setting('MLPCopy', 'mlpcopy', ('mlp',)),
+        Setting('FullCopy', 'fullcopy', _full_copy_without()),
+        Setting(
+            'FullCopyNoClsToken',
+            'fullcopy-nocls',
+            _full_copy_without('cls_token'),
+            aliases=('Variant1',),
+        ),
+        Setting(
+            'FullCopyNoClsTokenPosEmbed',
+            'fullcopy-noclspos',
+            _full_copy_without('cls_token', 'pos_embed'),
+            aliases=('Variant2',),
+        ),
+        Setting(
+            'FullCopyNoEmbeddings',
+            'fullcopy-noembed',
+            _full_copy_without('cls_token', 'pos_embed', 'patch_embed'),
+            aliases=('Variant3',),
+        ),
+    )
+}
+
+
+def get_setting(name):
+    """The :class:`Setting` a name or alias names.
+
+    Raises:
+        TransferError: No setting has that name.
+    """
+    for setting in SETTINGS.values():
+        if name == setting.name or name in setting.aliases:
+            return setting
+    names = [
+        n if not s.aliases else f'{n} ({"/".join(s.aliases)})'
+        for n, s in SETTINGS.items()
+    ]
+    raise TransferError(
+        f'Unknown init setting {name!r}; choose from {", ".join(names)}.'
+    )
+
+
+def setting_names():
+    """Every accepted name: the settings' own, then the aliases."""
+    return [*SETTINGS] + [a for s in SETTINGS.values() for a in s.aliases]
