@@ -1,13 +1,14 @@
-"""MHLAMixingClampHook in a real (tiny) mmengine Runner."""
+"""MHLAttention keeps its mixing matrix in [0, 1] by itself, in a real
+(tiny) mmengine Runner; the old clamp hook only warns."""
 
+import pytest
 import torch
 import torch.nn as nn
 from mmengine.hooks import Hook
 from mmengine.model import BaseModel
 from mmengine.runner import Runner
-from mmpretrain.registry import HOOKS
 
-from mmlvit.engine.hooks import MHLAMixingClampHook
+import mmlvit  # noqa: F401
 from mmlvit.models.attentions import MHLAttention, SoftmaxAttention
 
 C, GRID = 8, (2, 2)
@@ -17,7 +18,8 @@ class ToyDistiller(BaseModel):
     """A student with an MHLA block nested inside, a softmax teacher and a
     parameter outside any MHLA module. The loss pushes the mixing matrix's
     diagonal up and the rest down, so SGD with lr 1 leaves [0, 1] at every
-    step, and pushes ``outside`` above 1."""
+    step, and pushes ``outside`` above 1. Records the range of W each
+    forward used."""
 
     def __init__(self):
         super().__init__()
@@ -27,10 +29,12 @@ class ToyDistiller(BaseModel):
         self.teacher = SoftmaxAttention(C, 2)
         self.outside = nn.Parameter(torch.full((4, 4), 0.5))
         self.register_buffer('direction', 2 * torch.eye(4) - 1)
+        self.used = []
 
     def forward(self, inputs, mode='loss'):
         attn = self.student['layers'][0]
         out = attn(inputs, GRID)
+        self.used.append((attn.mixing.min().item(), attn.mixing.max().item()))
         push = ((attn.mixing + self.outside) * self.direction).sum()
         return dict(loss=1e-3 * out.pow(2).mean() - push)
 
@@ -45,10 +49,9 @@ class ToyDataset(torch.utils.data.Dataset):
 
 
 class MixingProbe(Hook):
-    """Records the MHLA mixing range at after_train_iter."""
+    """Records the MHLA mixing range after each optimiser step."""
 
-    def __init__(self, priority):
-        self.priority = priority
+    def __init__(self):
         self.ranges = []
 
     def after_train_iter(
@@ -58,17 +61,13 @@ class MixingProbe(Hook):
         self.ranges.append((mixing.min().item(), mixing.max().item()))
 
 
-def train(tmp_path, clamp):
-    before = MixingProbe('HIGH')  # runs before the clamp hook
-    after = MixingProbe('LOW')  # and this one after it
-    hooks = [before, after] + (
-        [dict(type='MHLAMixingClampHook')] if clamp else []
-    )
+def train(tmp_path, hooks=()):
+    probe = MixingProbe()
     model = ToyDistiller()
     runner = Runner(
         model=model,
         work_dir=str(tmp_path),
-        experiment_name=f'mhla_clamp_{clamp}',
+        experiment_name=f'mhla_clamp_{len(hooks)}',
         train_dataloader=dict(
             dataset=ToyDataset(),
             sampler=dict(type='DefaultSampler', shuffle=False),
@@ -78,35 +77,47 @@ def train(tmp_path, clamp):
         train_cfg=dict(by_epoch=False, max_iters=3),
         optim_wrapper=dict(optimizer=dict(type='SGD', lr=1.0)),
         default_hooks=dict(checkpoint=None),
-        custom_hooks=hooks,
+        custom_hooks=[probe, *hooks],
         default_scope='mmpretrain',
     )
     runner.train()
-    return model, before.ranges, after.ranges
+    return model, probe.ranges
 
 
-def test_hook_is_registered():
-    hook = HOOKS.build(dict(type='MHLAMixingClampHook'))
-    assert isinstance(hook, MHLAMixingClampHook)
-    assert hook.priority == 'ABOVE_NORMAL'
-
-
-def test_clamps_after_every_optimiser_step(tmp_path):
-    model, before, after = train(tmp_path, clamp=True)
-    assert len(before) == len(after) == 3
-    for (low, high), (clamped_low, clamped_high) in zip(before, after):
-        assert low < 0 and high > 1  # each step left [0, 1] ...
-        assert clamped_low == 0 and clamped_high == 1  # ... and was clamped
-    mixing = model.student['layers'][0].mixing
-    assert ((mixing >= 0) & (mixing <= 1)).all()
+def test_every_forward_uses_mixing_in_the_unit_interval(tmp_path):
+    model, after_steps = train(tmp_path)
+    assert len(after_steps) == len(model.used) == 3
+    for low, high in after_steps:
+        assert low < 0 and high > 1  # each SGD step leaves [0, 1] ...
+    assert model.used[0] == (0, pytest.approx(0.6306, abs=1e-4))  # init
+    for low, high in model.used[1:]:
+        assert low == 0 and high == 1  # ... and the next forward clamps
     # Only MHLA mixing matrices are touched.
     assert (model.outside.diagonal() > 3).all()
     off_diagonal = ~torch.eye(4, dtype=torch.bool)
     assert (model.outside[off_diagonal] < -2).all()
 
 
-def test_without_the_hook_mixing_leaves_the_unit_interval(tmp_path):
-    model, before, after = train(tmp_path, clamp=False)
-    assert before == after
-    low, high = after[-1]
-    assert low < -2 and high > 3
+def test_inference_and_attention_map_clamp_too():
+    attn = MHLAttention(C, 2).eval()
+    x = torch.randn(1, 4, C)
+    with torch.no_grad():
+        attn.mixing.fill_(2.0)
+    with torch.inference_mode():
+        attn(x, GRID)
+    assert (attn.mixing == 1).all()
+    with torch.no_grad():
+        attn.mixing.fill_(-1.0)
+    attn.attention_map(x, GRID)
+    assert (attn.mixing == 0).all()
+
+
+def test_the_old_clamp_hook_still_runs_and_says_to_remove_it(tmp_path, capsys):
+    model, _ = train(tmp_path, hooks=[dict(type='MHLAMixingClampHook')])
+    assert all(low == 0 and high == 1 for low, high in model.used[1:])
+    out = capsys.readouterr().out
+    assert (
+        'WARNING - MHLAMixingClampHook does nothing: MHLAttention keeps its '
+        "mixing matrix in [0, 1] by itself. Remove dict(type='MHLAMixing"
+        "ClampHook') from custom_hooks." in out
+    )

@@ -1,4 +1,4 @@
-from .base import BaseAttention
+from .base import BaseAttention, registered_operators
 from .gla import GatedLinearAttention
 from .inline import InLineAttention
 from .kernel import (
@@ -20,4 +20,5 @@ __all__ = [
     'ReLULinearAttention',
     'SoftmaxAttention',
     'TTTAttention',
+    'registered_operators',
 ]

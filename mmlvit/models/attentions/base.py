@@ -2,15 +2,23 @@
 
 import torch.nn as nn
 from mmengine.model import BaseModule
+from mmpretrain.registry import MODELS
 
 
 class BaseAttention(BaseModule):
     """Multi-head token mixing with softmax-compatible parameter names.
 
-    Every operator owns ``qkv`` (Linear C -> 3C + ``extra_qkv_dims``; the
-    standard q, k, v rows first, head ``i`` at rows ``i*d:(i+1)*d`` of each)
-    and ``proj`` (Linear ``proj_in_dims`` -> C), so checkpoint keys line up
-    with mmpretrain's ``MultiheadAttention`` and copying is by name and shape.
+    Every operator owns ``qkv`` (Linear C -> 3C + :meth:`extra_qkv_dims`;
+    the standard q, k, v rows first, head ``i`` at rows ``i*d:(i+1)*d`` of
+    each) and ``proj`` (Linear :meth:`proj_in_dims` -> C), so checkpoint
+    keys line up with mmpretrain's ``MultiheadAttention`` and copying is by
+    name and shape.
+
+    A subclass implements :meth:`mix_tokens` (and, where the operator has an
+    N x N map, :meth:`compute_attention_map`) and states its capabilities in
+    the class attributes below; the backbone, the tests, the benchmarks and
+    the tools read them (and enumerate :func:`registered_operators`), so a
+    new operator touches only its own file plus one import line.
 
     Args:
         embed_dims (int): Token width C.
@@ -20,20 +28,29 @@ class BaseAttention(BaseModule):
             apply an explicit map (``drops_attention_map``) accept a non-zero
             value. Defaults to 0.
         proj_drop (float): Dropout after ``proj``. Defaults to 0.
-        extra_qkv_dims (int): Rows appended to ``qkv`` after the 3C standard
-            ones. Defaults to 0.
-        proj_in_dims (int, optional): Input width of ``proj``. Defaults to C.
         init_cfg (dict, optional): mmengine init config.
 
-    Class attributes:
-        drops_attention_map (bool): The operator applies an explicit map, so
-            ``attn_drop`` may be non-zero.
-        patch_tokens_only (bool): The operator mixes the H*W patches only; a
-            backbone using it needs ``with_cls_token=False``.
+    Class attributes (capabilities):
+        short_name (str): Lower-case name used by tools and in config file
+            names (``'gla'`` for ``GatedLinearAttention``).
+        linear_cost (bool): Cost grows linearly with the token count N.
+        patch_tokens_only (bool): The operator mixes the H*W patches only:
+            a backbone using it has no class token (and by default pools
+            the patches and uses fixed sin-cos positions).
+        has_attention_map (bool): :meth:`attention_map` returns the
+            (B, h, N, N) map the operator applies to the values.
+        output_is_map_times_values (bool): The forward output is exactly
+            ``proj(concat_heads(attention_map @ v))``.
+        drops_attention_map (bool): The operator applies an explicit map in
+            its forward, so ``attn_drop`` may be non-zero.
     """
 
-    drops_attention_map = False
+    short_name = None
+    linear_cost = True
     patch_tokens_only = False
+    has_attention_map = False
+    output_is_map_times_values = False
+    drops_attention_map = False
 
     def __init__(
         self,
@@ -42,8 +59,6 @@ class BaseAttention(BaseModule):
         qkv_bias=True,
         attn_drop=0.0,
         proj_drop=0.0,
-        extra_qkv_dims=0,
-        proj_in_dims=None,
         init_cfg=None,
     ):
         super().__init__(init_cfg=init_cfg)
@@ -62,10 +77,24 @@ class BaseAttention(BaseModule):
         self.head_dims = embed_dims // num_heads
         self.attn_drop = attn_drop
         self.qkv = nn.Linear(
-            embed_dims, 3 * embed_dims + extra_qkv_dims, bias=qkv_bias
+            embed_dims,
+            3 * embed_dims + self.extra_qkv_dims(embed_dims, num_heads),
+            bias=qkv_bias,
         )
-        self.proj = nn.Linear(proj_in_dims or embed_dims, embed_dims)
+        self.proj = nn.Linear(
+            self.proj_in_dims(embed_dims, num_heads), embed_dims
+        )
         self.proj_drop = nn.Dropout(proj_drop)
+
+    @classmethod
+    def extra_qkv_dims(cls, embed_dims, num_heads):
+        """Rows ``qkv`` has after the 3C standard ones (0: none)."""
+        return 0
+
+    @classmethod
+    def proj_in_dims(cls, embed_dims, num_heads):
+        """Input width of ``proj`` (C: softmax's shape)."""
+        return embed_dims
 
     def split_heads(self, qkv):
         """Split the standard rows of a ``qkv`` output into heads.
@@ -126,8 +155,30 @@ class BaseAttention(BaseModule):
 
         Returns:
             Tensor: (B, N, C).
+
+        Raises:
+            ValueError: N does not fit the grid (see
+                :meth:`num_extra_tokens`).
         """
+        self.num_extra_tokens(x.shape[1], hw_shape)
+        return self.mix_tokens(x, hw_shape)
+
+    def mix_tokens(self, x, hw_shape):
+        """The operator itself, on tokens already checked against the grid:
+        (B, N, C) -> (B, N, C)."""
         raise NotImplementedError
+
+    def projection_flops(self, num_tokens):
+        """Forward FLOPs of ``qkv`` and ``proj`` for one image (2 per
+        multiply-add)."""
+        return (
+            2
+            * num_tokens
+            * (
+                self.qkv.in_features * self.qkv.out_features
+                + self.proj.in_features * self.proj.out_features
+            )
+        )
 
     def flops(self, num_tokens, hw_shape):
         """Forward FLOPs for one image (2 per multiply-add), projections
@@ -136,9 +187,37 @@ class BaseAttention(BaseModule):
         raise NotImplementedError
 
     def attention_map(self, x, hw_shape):
-        """The (B, h, N, N) map applied to the values, for analysis only."""
-        raise NotImplementedError(
-            f'{type(self).__name__} never forms an N x N attention map: its '
-            'output is not a fixed linear map of the values. Use an output-'
-            'based analysis (e.g. AttentionOutputMSE) instead.'
-        )
+        """The (B, h, N, N) map applied to the values, for analysis only.
+
+        Raises:
+            NotImplementedError: The operator has no such map
+                (``has_attention_map`` is False).
+        """
+        if not self.has_attention_map:
+            raise NotImplementedError(
+                f'{type(self).__name__} never forms an N x N attention map: '
+                'its output is not a fixed linear map of the values. Use an '
+                'output-based analysis (e.g. AttentionOutputMSE) instead.'
+            )
+        self.num_extra_tokens(x.shape[1], hw_shape)
+        return self.compute_attention_map(x, hw_shape)
+
+    def compute_attention_map(self, x, hw_shape):
+        """The map of an operator with ``has_attention_map``, on tokens
+        already checked against the grid: (B, h, N, N)."""
+        raise NotImplementedError
+
+
+def registered_operators():
+    """Every attention operator in mmpretrain's ``MODELS`` registry.
+
+    Returns:
+        dict[str, type]: Registry name -> :class:`BaseAttention` subclass,
+        sorted by name. Operators registered later (by a plugin or a test
+        module) are included from then on.
+    """
+    return {
+        name: module
+        for name, module in sorted(MODELS.module_dict.items())
+        if isinstance(module, type) and issubclass(module, BaseAttention)
+    }

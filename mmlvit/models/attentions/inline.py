@@ -25,40 +25,23 @@ class InLineAttention(BaseAttention):
         init_cfg (dict, optional): mmengine init config.
     """
 
-    def __init__(
-        self,
-        embed_dims,
-        num_heads,
-        qkv_bias=True,
-        attn_drop=0.0,
-        proj_drop=0.0,
-        init_cfg=None,
-    ):
-        super().__init__(
-            embed_dims,
-            num_heads,
-            qkv_bias=qkv_bias,
-            attn_drop=attn_drop,
-            proj_drop=proj_drop,
-            init_cfg=init_cfg,
-        )
+    short_name = 'inline'
+    has_attention_map = True
+    output_is_map_times_values = True
 
-    def forward(self, x, hw_shape):
+    def mix_tokens(self, x, hw_shape):
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token)."""
-        self.num_extra_tokens(x.shape[1], hw_shape)
         q, k, v = self.split_heads(self.qkv(x))
         return self.output(self.merge_heads(inline_attention(q, k, v)))
 
     def flops(self, num_tokens, hw_shape):
         N, C, d = num_tokens, self.embed_dims, self.head_dims
-        projections = 2 * N * C * (3 * C) + 2 * N * C * C
         summaries = 2 * N * C * d + 2 * N * C  # k^T v, mean(k), mean(v)
         outputs = 2 * N * C * d + 2 * N * C + 2 * N * C  # q(k^T v), offset
-        return projections + summaries + outputs
+        return self.projection_flops(N) + summaries + outputs
 
-    def attention_map(self, x, hw_shape):
+    def compute_attention_map(self, x, hw_shape):
         """(s/N) q k^T + (1/N)(1 - s q . mean(k)): (B, h, N, N), signed,
         rows summing to 1."""
-        self.num_extra_tokens(x.shape[1], hw_shape)
         q, k, _ = self.split_heads(self.qkv(x))
         return inline_attention_map(q, k)

@@ -24,6 +24,8 @@ class KernelLinearAttention(BaseAttention):
         init_cfg (dict, optional): mmengine init config.
     """
 
+    has_attention_map = True
+    output_is_map_times_values = True
     kernel = None
 
     def __init__(
@@ -46,23 +48,20 @@ class KernelLinearAttention(BaseAttention):
         )
         self.eps = eps
 
-    def forward(self, x, hw_shape):
+    def mix_tokens(self, x, hw_shape):
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token)."""
-        self.num_extra_tokens(x.shape[1], hw_shape)
         q, k, v = self.split_heads(self.qkv(x))
         o = kernel_linear_attention(q, k, v, kernel=self.kernel, eps=self.eps)
         return self.output(self.merge_heads(o))
 
     def flops(self, num_tokens, hw_shape):
         N, C, d = num_tokens, self.embed_dims, self.head_dims
-        projections = 2 * N * C * (3 * C) + 2 * N * C * C
         summaries = 2 * N * C * d + N * C  # phi(k)^T v and z
         outputs = 2 * N * C * d + 2 * N * C + N * C  # numerator, den., div.
-        return projections + summaries + outputs
+        return self.projection_flops(N) + summaries + outputs
 
-    def attention_map(self, x, hw_shape):
+    def compute_attention_map(self, x, hw_shape):
         """diag(phi(q) phi(k)^T 1 + eps)^-1 phi(q) phi(k)^T: (B, h, N, N)."""
-        self.num_extra_tokens(x.shape[1], hw_shape)
         q, k, _ = self.split_heads(self.qkv(x))
         return kernel_attention_map(q, k, kernel=self.kernel, eps=self.eps)
 
@@ -72,6 +71,7 @@ class ELULinearAttention(KernelLinearAttention):
     """Kernel linear attention with phi(x) = elu(x) + 1. Arguments as
     :class:`KernelLinearAttention`."""
 
+    short_name = 'elu'
     kernel = 'elu'
 
 
@@ -81,4 +81,5 @@ class ReLULinearAttention(KernelLinearAttention):
     query share no positive feature give a zero output. Arguments as
     :class:`KernelLinearAttention`."""
 
+    short_name = 'relu'
     kernel = 'relu'

@@ -19,10 +19,10 @@ class MHLAttention(BaseAttention):
 
     Per head, ReLU-kernel key-value summaries of each of the s x s spatial
     blocks are mixed by the learned ``mixing`` matrix W (M x M, M = s^2,
-    init "linear"; keep it in [0, 1] with ``MHLAMixingClampHook``); a
+    init "linear", kept in [0, 1]: see :meth:`mixing_weights`); a
     5x5 depthwise conv of the values (``lepe``) is added before ``proj``.
-    Patch tokens only: the model must run with ``with_cls_token=False``.
-    At any resolution the grid keeps s x s blocks of side ceil(H/s) x
+    Patch tokens only (``LinearVisionTransformer`` then builds no class
+    token). At any resolution the grid keeps s x s blocks of side ceil(H/s) x
     ceil(W/s) (W stays reusable); see :func:`mmlvit.ops.mhla_attention`.
 
     Args:
@@ -37,7 +37,9 @@ class MHLAttention(BaseAttention):
         init_cfg (dict, optional): mmengine init config.
     """
 
+    short_name = 'mhla'
     patch_tokens_only = True
+    has_attention_map = True
 
     def __init__(
         self,
@@ -81,11 +83,24 @@ class MHLAttention(BaseAttention):
         grid = grid.contiguous(memory_format=torch.channels_last)
         return self.lepe(grid).permute(0, 2, 3, 1).reshape(B, N, C)
 
-    def forward(self, x, hw_shape):
+    def mixing_weights(self):
+        """W, first clamped to [0, 1] in place if an optimiser step moved
+        it out (MHLA's training clamps W after every step; clamping before
+        the next use gives every forward the same W without a hook).
+
+        Returns:
+            Parameter: (M, M).
+        """
+        W = self.mixing
+        with torch.no_grad():
+            if (W < 0).any() or (W > 1).any():
+                W.clamp_(0, 1)
+        return W
+
+    def mix_tokens(self, x, hw_shape):
         """(B, H*W, C) -> (B, H*W, C); never forms an N x N tensor."""
-        self.num_extra_tokens(x.shape[1], hw_shape)
         q, k, v = self.split_heads(self.qkv(x))
-        out = mhla_attention(q, k, v, self.mixing, hw_shape)
+        out = mhla_attention(q, k, v, self.mixing_weights(), hw_shape)
         return self.output(
             self.merge_heads(out) + self.value_conv(v, hw_shape)
         )
@@ -93,24 +108,23 @@ class MHLAttention(BaseAttention):
     def flops(self, num_tokens, hw_shape):
         N, C, d = num_tokens, self.embed_dims, self.head_dims
         M = self.blocks_per_side**2
-        projections = 2 * N * C * (3 * C) + 2 * N * C * C
         summaries = 2 * N * C * d + 2 * N * C  # phi(k)^T v and sum phi(k)
         mixing = 2 * M * M * (C * d + C)
         queries = 2 * N * C * d + 2 * N * C  # phi(q) S and phi(q) . z
         value_conv = 2 * N * C * 25
-        return projections + summaries + mixing + queries + value_conv
+        return (
+            self.projection_flops(N)
+            + summaries
+            + mixing
+            + queries
+            + value_conv
+        )
 
-    def attention_map(self, x, hw_shape):
+    def compute_attention_map(self, x, hw_shape):
         """A_tj = W[i(t), b(j)] phi(q_t) . phi(k_j) / den_t: (B, h, N, N).
 
         Not formed by the model itself (the paper never materialises it);
         ``proj(merge_heads(A @ v) + value_conv(v))`` equals the forward.
         """
-        self.num_extra_tokens(x.shape[1], hw_shape)
         q, k, _ = self.split_heads(self.qkv(x))
-        return mhla_attention_map(q, k, self.mixing, hw_shape)
-
-    @torch.no_grad()
-    def clamp_mixing(self):
-        """Clamp W to [0, 1] in place (after every optimiser step)."""
-        self.mixing.clamp_(0, 1)
+        return mhla_attention_map(q, k, self.mixing_weights(), hw_shape)

@@ -16,9 +16,13 @@ class SoftmaxAttention(BaseAttention):
     ``forward(x, hw_shape)`` interface. Arguments as :class:`BaseAttention`.
     """
 
+    short_name = 'softmax'
+    linear_cost = False
+    has_attention_map = True
+    output_is_map_times_values = True
     drops_attention_map = True
 
-    def forward(self, x, hw_shape):
+    def mix_tokens(self, x, hw_shape):
         q, k, v = self.split_heads(self.qkv(x))
         drop = self.attn_drop if self.training else 0.0
         o = F.scaled_dot_product_attention(q, k, v, dropout_p=drop)
@@ -26,10 +30,9 @@ class SoftmaxAttention(BaseAttention):
 
     def flops(self, num_tokens, hw_shape):
         N, C = num_tokens, self.embed_dims
-        projections = 2 * N * C * (3 * C) + 2 * N * C * C
-        return projections + 2 * 2 * N * N * C  # q k^T and A v
+        return self.projection_flops(N) + 2 * 2 * N * N * C  # q k^T, A v
 
-    def attention_map(self, x, hw_shape):
+    def compute_attention_map(self, x, hw_shape):
         """softmax(q k^T / sqrt(d)): (B, h, N, N), rows sum to 1."""
         q, k, _ = self.split_heads(self.qkv(x))
         return torch.softmax(

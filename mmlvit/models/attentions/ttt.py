@@ -32,6 +32,7 @@ class TTTAttention(BaseAttention):
         init_cfg (dict, optional): mmengine init config.
     """
 
+    short_name = 'ttt'
     patch_tokens_only = True
 
     def __init__(
@@ -43,17 +44,15 @@ class TTTAttention(BaseAttention):
         proj_drop=0.0,
         init_cfg=None,
     ):
-        d = embed_dims // num_heads
         super().__init__(
             embed_dims,
             num_heads,
             qkv_bias=qkv_bias,
             attn_drop=attn_drop,
             proj_drop=proj_drop,
-            extra_qkv_dims=3 * d,
-            proj_in_dims=embed_dims + d,
             init_cfg=init_cfg,
         )
+        d = self.head_dims
         self.w1 = nn.Parameter(torch.empty(1, num_heads, d, d))
         self.w2 = nn.Parameter(torch.empty(1, num_heads, d, d))
         self.w3 = nn.Parameter(torch.empty(d, 1, 3, 3))
@@ -70,9 +69,18 @@ class TTTAttention(BaseAttention):
             if layer.bias is not None:
                 nn.init.zeros_(layer.bias)
 
-    def forward(self, x, hw_shape):
+    @classmethod
+    def extra_qkv_dims(cls, embed_dims, num_heads):
+        """q2, k2, v2 of the conv head: 3d rows."""
+        return 3 * (embed_dims // num_heads)
+
+    @classmethod
+    def proj_in_dims(cls, embed_dims, num_heads):
+        """The C + d concatenated outputs of both heads."""
+        return embed_dims + embed_dims // num_heads
+
+    def mix_tokens(self, x, hw_shape):
         """(B, H*W, C) -> (B, H*W, C)."""
-        self.num_extra_tokens(x.shape[1], hw_shape)
         B, N, C = x.shape
         d = self.head_dims
         qkv = self.qkv(x)
@@ -85,10 +93,9 @@ class TTTAttention(BaseAttention):
 
     def flops(self, num_tokens, hw_shape):
         N, C, d = num_tokens, self.embed_dims, self.head_dims
-        projections = 2 * N * C * (3 * C + 3 * d) + 2 * N * (C + d) * C
         # SwiGLU head: k W1, k W2, G1, G2, q W1', q W2' (six N x d x d
         # products per head).
         swiglu = 6 * 2 * N * C * d
         # Conv head: the 9-tap gradient and the 9-tap output conv.
         dwconv = 2 * 2 * N * d * 9
-        return projections + swiglu + dwconv
+        return self.projection_flops(N) + swiglu + dwconv
