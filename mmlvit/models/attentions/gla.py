@@ -49,6 +49,9 @@ class GatedLinearAttention(BaseAttention):
         init_cfg (dict, optional): mmengine init config.
     """
 
+    short_name = 'gla'
+    has_attention_map = True
+
     def __init__(
         self,
         embed_dims,
