@@ -1,6 +1,12 @@
-"""The contract every registered attention operator keeps (DESIGN.md,
-issue 3): built from a config dict, softmax parameter names, (B, N, C) in
-and out, class-token handling, attention maps, mixed precision, gradients.
+"""The contract every registered attention operator keeps: built from a
+config dict, softmax parameter names, (B, N, C) in and out, class-token
+handling, attention maps, mixed precision, gradients, FLOPs.
+
+The operators and what each is checked for come from the registry and the
+capabilities the operators state (``BaseAttention``'s class attributes), so
+an operator registered anywhere before collection (a plugin, another
+package) is checked without editing this file; see
+``test_operator_registration.py``.
 """
 
 import pytest
@@ -10,29 +16,14 @@ from mmpretrain.registry import MODELS
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import mmlvit  # noqa: F401
-from mmlvit.models.attentions import BaseAttention
+from mmlvit.models.attentions import BaseAttention, registered_operators
 
-OPERATORS = [
-    'SoftmaxAttention',
-    'ELULinearAttention',
-    'ReLULinearAttention',
-    'InLineAttention',
-    'GatedLinearAttention',
-    'MHLAttention',
-    'TTTAttention',
-]
-LINEAR_OPERATORS = [name for name in OPERATORS if name != 'SoftmaxAttention']
-NO_CLS_OPERATORS = ['MHLAttention', 'TTTAttention']
-# Operators without an N x N map raise NotImplementedError from
-# attention_map. (MHLA exposes A_tj = W[i(t), b(j)] phi(q_t).phi(k_j) / den_t,
-# operators.md section 3; TTT's output is not linear in the values.)
-NO_MAP_OPERATORS = ['TTTAttention']
+REGISTERED = registered_operators()
+OPERATORS = list(REGISTERED)
+LINEAR_OPERATORS = [n for n, c in REGISTERED.items() if c.linear_cost]
 # Operators whose output is exactly proj(concat_h(A_h v_h)).
 PURE_MAP_OPERATORS = [
-    'SoftmaxAttention',
-    'ELULinearAttention',
-    'ReLULinearAttention',
-    'InLineAttention',
+    n for n, c in REGISTERED.items() if c.output_is_map_times_values
 ]
 
 C, HEADS, D = 32, 4, 8
@@ -49,7 +40,7 @@ def build(name, **kwargs):
 def tokens(name, hw_shape=HW, cls=None, B=2, scale=1.0, seed=1):
     """(B, N, C) tokens; a class token unless the operator takes none."""
     if cls is None:
-        cls = name not in NO_CLS_OPERATORS
+        cls = not REGISTERED[name].patch_tokens_only
     g = torch.Generator().manual_seed(seed)
     N = hw_shape[0] * hw_shape[1] + int(cls)
     return scale * torch.randn(B, N, C, generator=g)
@@ -59,7 +50,8 @@ def tokens(name, hw_shape=HW, cls=None, B=2, scale=1.0, seed=1):
 def test_build_from_config_with_softmax_parameter_names(name):
     m = build(name)
     assert isinstance(m, BaseAttention)
-    extra_rows, proj_in = (3 * D, C + D) if name == 'TTTAttention' else (0, C)
+    extra_rows = REGISTERED[name].extra_qkv_dims(C, HEADS)
+    proj_in = REGISTERED[name].proj_in_dims(C, HEADS)
     assert m.qkv.weight.shape == (3 * C + extra_rows, C)
     assert m.qkv.bias.shape == (3 * C + extra_rows,)
     assert m.proj.weight.shape == (C, proj_in)
@@ -82,7 +74,7 @@ def test_heads_must_divide_embed_dims(name):
 def test_tokens_in_tokens_out(name, hw_shape, cls):
     m = build(name)
     x = tokens(name, hw_shape, cls=cls)
-    if cls and name in NO_CLS_OPERATORS:
+    if cls and REGISTERED[name].patch_tokens_only:
         with pytest.raises(ValueError, match='class token'):
             m(x, hw_shape)
         return
@@ -91,20 +83,28 @@ def test_tokens_in_tokens_out(name, hw_shape, cls):
     assert torch.isfinite(out).all()
 
 
-# SoftmaxAttention, like mmpretrain's MultiheadAttention, never reads the grid.
-@pytest.mark.parametrize('name', LINEAR_OPERATORS)
+@pytest.mark.parametrize('name', OPERATORS)
 def test_tokens_must_fit_the_grid(name):
     m = build(name)
     x = tokens(name, (4, 6))
     with pytest.raises(ValueError, match='patch grid'):
         m(x, (5, 6))
+    if REGISTERED[name].has_attention_map:
+        with pytest.raises(ValueError, match='patch grid'):
+            m.attention_map(x, (5, 6))
+
+
+def test_short_names_are_unique_lower_case():
+    short_names = [c.short_name for c in REGISTERED.values()]
+    assert all(n and n == n.lower() for n in short_names), short_names
+    assert len(set(short_names)) == len(short_names)
 
 
 @pytest.mark.parametrize('name', OPERATORS)
 def test_attention_map_or_clear_error(name):
     m = build(name)
     x = tokens(name)
-    if name in NO_MAP_OPERATORS:
+    if not REGISTERED[name].has_attention_map:
         with pytest.raises(NotImplementedError, match='never forms'):
             m.attention_map(x, HW)
         return
@@ -189,12 +189,12 @@ def test_backward_reaches_every_parameter(name):
 @pytest.mark.parametrize('name', OPERATORS)
 def test_flops_grow_linearly_for_linear_operators(name):
     m = MODELS.build(dict(type=name, embed_dims=768, num_heads=12))
-    cls = int(name not in NO_CLS_OPERATORS)
+    cls = int(not REGISTERED[name].patch_tokens_only)
     # N = 56 W (+1): equally spaced token counts.
     flops = [m.flops(56 * w + cls, (56, w)) for w in (28, 56, 84)]
     assert all(isinstance(f, int) and f > 0 for f in flops)
     second_difference = flops[2] - 2 * flops[1] + flops[0]
-    if name == 'SoftmaxAttention':
+    if not REGISTERED[name].linear_cost:
         assert second_difference > 0  # the N^2 term
     else:
         assert second_difference == 0

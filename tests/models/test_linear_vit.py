@@ -16,6 +16,7 @@ from mmpretrain.models.utils import (
 from mmpretrain.registry import MODELS, OPTIM_WRAPPER_CONSTRUCTORS
 
 import mmlvit  # noqa: F401
+from mmlvit.models.attentions import registered_operators
 from mmlvit.models.backbones import (
     LinearVisionTransformer,
     sincos_position_embedding,
@@ -25,15 +26,7 @@ SOFTMAX = dict(type='SoftmaxAttention')
 TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 TINY_ARGS = dict(arch=TINY, img_size=32, patch_size=8)
 
-# Operators that take a class token, and those that need the patch grid only.
-CLS_OPERATORS = [
-    'SoftmaxAttention',
-    'ELULinearAttention',
-    'ReLULinearAttention',
-    'InLineAttention',
-    'GatedLinearAttention',
-]
-NO_CLS_OPERATORS = ['MHLAttention', 'TTTAttention']
+OPERATORS = registered_operators()
 NO_CLS = dict(
     with_cls_token=False, out_type='avg_featmap', pos_embed_type='sincos'
 )
@@ -290,22 +283,67 @@ def build(operator, arch, variant, img_size=224):
     return model
 
 
-@pytest.mark.parametrize('operator', CLS_OPERATORS + NO_CLS_OPERATORS)
+@pytest.mark.parametrize('operator', sorted(OPERATORS))
 def test_operator_trains_at_deit_sizes(operator):
-    takes_cls = operator in CLS_OPERATORS
-    variants = [{}, NO_CLS] if takes_cls else [NO_CLS]
     # Forward+backward, batch 1: every arch at 224 px, DeiT-T at 384 px,
-    # with and without a class token where the operator takes one.
+    # with the operator's own token layout and, where it takes a class
+    # token, without one too.
+    variants = [{}] if OPERATORS[operator].patch_tokens_only else [{}, NO_CLS]
     for variant in variants:
         for arch in ('deit-t', 'deit-s', 'deit-b'):
             forward_backward(build(operator, arch, variant), 224)
         forward_backward(build(operator, 'deit-t', variant, 384), 384)
-    if not takes_cls:
-        model = LinearVisionTransformer(
-            arch='deit-t', attn_cfg=dict(type=operator)
-        )
-        with pytest.raises(ValueError, match='class token'):
-            model(torch.randn(1, 3, 224, 224))
+
+
+@pytest.mark.parametrize('operator', sorted(OPERATORS))
+def test_token_layout_follows_the_operator(operator):
+    patch_only = OPERATORS[operator].patch_tokens_only
+    model = LinearVisionTransformer(**TINY_ARGS, attn_cfg=dict(type=operator))
+    assert model.with_cls_token is not patch_only
+    assert (model.cls_token is None) is patch_only
+    assert model.out_type == ('avg_featmap' if patch_only else 'cls_token')
+    assert model.pos_embed_type == ('sincos' if patch_only else 'learned')
+    assert (model.pos_embed is None) is patch_only
+    # Explicit values win where they fit the operator.
+    explicit = LinearVisionTransformer(
+        **TINY_ARGS,
+        out_type='featmap',
+        pos_embed_type='learned',
+        attn_cfg=dict(type=operator),
+    )
+    assert explicit.out_type == 'featmap'
+    assert explicit.pos_embed is not None
+    if patch_only:
+        with pytest.raises(ValueError, match='takes no class token'):
+            LinearVisionTransformer(
+                **TINY_ARGS, with_cls_token=True, attn_cfg=dict(type=operator)
+            )
+        with pytest.raises(ValueError, match='mixes patch tokens only: use'):
+            LinearVisionTransformer(
+                **TINY_ARGS, out_type='cls_token', attn_cfg=dict(type=operator)
+            )
+
+
+def test_one_patch_only_layer_sets_the_layout_of_a_hybrid():
+    model = LinearVisionTransformer(
+        **TINY_ARGS, attn_cfg=[dict(type='MHLAttention'), SOFTMAX]
+    )
+    assert model.cls_token is None and model.out_type == 'avg_featmap'
+    model.eval()
+    assert model(torch.randn(2, 3, 32, 32))[0].shape == (2, 32)
+
+
+def test_explicit_layout_equals_the_default_one_for_patch_only_operators():
+    torch.manual_seed(0)
+    auto = LinearVisionTransformer(
+        **TINY_ARGS, attn_cfg=dict(type='TTTAttention')
+    )
+    explicit = LinearVisionTransformer(
+        **TINY_ARGS, **NO_CLS, attn_cfg=dict(type='TTTAttention')
+    )
+    explicit.load_state_dict(auto.state_dict(), strict=True)
+    x = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(auto(x), explicit(x))
 
 
 # --------------------------------------------------------------------------
@@ -469,9 +507,10 @@ def test_hybrid_trains_in_a_runner(tmp_path, repo_root, fashion_mnist_root):
             "Unknown ffn_type 'moe'",
         ),
         (
-            dict(with_cls_token=False, attn_cfg=SOFTMAX),
+            dict(with_cls_token=False, out_type='cls_token', attn_cfg=SOFTMAX),
             ValueError,
-            'with_cls_token must be True',
+            "out_type='cls_token' needs a class token, but "
+            "with_cls_token=False: use out_type='avg_featmap'",
         ),
         (dict(), TypeError, "required keyword-only argument: 'attn_cfg'"),
     ],

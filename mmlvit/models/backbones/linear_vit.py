@@ -18,7 +18,7 @@ from mmpretrain.models.utils import (
 )
 from mmpretrain.registry import MODELS
 
-from ..attentions import BaseAttention
+from ..attentions import BaseAttention, registered_operators
 
 POS_EMBED_TYPES = ('learned', 'sincos')
 
@@ -65,16 +65,52 @@ def _attention_class(attn_type):
     """The BaseAttention subclass an ``attn_cfg['type']`` names."""
     cls = MODELS.get(attn_type) if isinstance(attn_type, str) else attn_type
     if not (isinstance(cls, type) and issubclass(cls, BaseAttention)):
-        known = sorted(
-            name
-            for name, module in MODELS.module_dict.items()
-            if isinstance(module, type) and issubclass(module, BaseAttention)
-        )
+        known = registered_operators()
         raise ValueError(
             f'attn_cfg type {attn_type!r} is not a registered attention '
             f'operator; known operators: {", ".join(known)}.'
         )
     return cls
+
+
+def _token_layout(attn_cfg, with_cls_token, out_type, pos_embed_type):
+    """Fill in the class token, output type and position embedding the
+    operators imply (see :class:`LinearVisionTransformer`); explicit values
+    win unless they contradict an operator."""
+    cfgs = attn_cfg if isinstance(attn_cfg, (list, tuple)) else [attn_cfg]
+    patch_only = [
+        cls.__name__
+        for cls in (
+            _attention_class(cfg['type'])
+            for cfg in cfgs
+            if isinstance(cfg, dict) and 'type' in cfg
+        )
+        if cls.patch_tokens_only
+    ]
+    if with_cls_token is None:
+        with_cls_token = not patch_only
+    elif with_cls_token and patch_only:
+        raise ValueError(
+            f'{patch_only[0]} mixes patch tokens only and takes no class '
+            'token, but the config sets with_cls_token=True: remove it (the '
+            'backbone then builds no class token, pools the patches and uses '
+            'sin-cos positions).'
+        )
+    if out_type is None:
+        out_type = 'cls_token' if with_cls_token else 'avg_featmap'
+    elif out_type == 'cls_token' and not with_cls_token:
+        reason = (
+            f'{patch_only[0]} mixes patch tokens only'
+            if patch_only
+            else 'with_cls_token=False'
+        )
+        raise ValueError(
+            f"out_type='cls_token' needs a class token, but {reason}: use "
+            "out_type='avg_featmap' (or remove out_type)."
+        )
+    if pos_embed_type is None:
+        pos_embed_type = 'sincos' if patch_only else 'learned'
+    return with_cls_token, out_type, pos_embed_type
 
 
 class LinearTransformerEncoderLayer(BaseModule):
@@ -215,15 +251,25 @@ class LinearVisionTransformer(VisionTransformer):
             and the operator's own arguments; width and heads come from
             ``arch``), one for every layer or a list with one per layer (e.g.
             linear blocks with softmax in the last ones). Keyword only.
-        pos_embed_type (str): ``'learned'`` (a Parameter, resized to other
-            grids like mmpretrain does) or ``'sincos'`` (fixed 2-D sin-cos
-            computed for the current grid; the class token, if any, gets no
-            position). Keyword only. Defaults to ``'learned'``.
+        pos_embed_type (str, optional): ``'learned'`` (a Parameter, resized
+            to other grids like mmpretrain does) or ``'sincos'`` (fixed 2-D
+            sin-cos computed for the current grid; the class token, if any,
+            gets no position). Keyword only; the default is below.
+
+        with_cls_token (bool, optional): Prepend a class token. Defaults to
+            None: True, unless an operator mixes patch tokens only
+            (``patch_tokens_only``, e.g. MHLA, TTT), which takes none; True
+            with such an operator is an error.
+        out_type (str, optional): As ``VisionTransformer``'s. Defaults to
+            None: ``'cls_token'`` with a class token, else
+            ``'avg_featmap'``.
+        pos_embed_type (str, optional): ``'learned'`` or ``'sincos'``.
+            Defaults to None: ``'sincos'`` when an operator mixes patch
+            tokens only (Qin et al.'s protocol for MHLA and TTT), else
+            ``'learned'``.
 
     The other arguments are ``VisionTransformer``'s (``norm_cfg`` defaults to
-    LN with eps 1e-6, ``patch_cfg`` and ``layer_cfgs`` to empty dicts). The
-    students without a class token (MHLA, TTT) use ``with_cls_token=False,
-    out_type='avg_featmap', pos_embed_type='sincos'``.
+    LN with eps 1e-6, ``patch_cfg`` and ``layer_cfgs`` to empty dicts).
     """
 
     def __init__(
@@ -238,8 +284,8 @@ class LinearVisionTransformer(VisionTransformer):
         qkv_bias=True,
         norm_cfg=None,
         final_norm=True,
-        out_type='cls_token',
-        with_cls_token=True,
+        out_type=None,
+        with_cls_token=None,
         frozen_stages=-1,
         interpolate_mode='bicubic',
         layer_scale_init_value=0.0,
@@ -249,8 +295,11 @@ class LinearVisionTransformer(VisionTransformer):
         init_cfg=None,
         *,
         attn_cfg,
-        pos_embed_type='learned',
+        pos_embed_type=None,
     ):
+        with_cls_token, out_type, pos_embed_type = _token_layout(
+            attn_cfg, with_cls_token, out_type, pos_embed_type
+        )
         if pos_embed_type not in POS_EMBED_TYPES:
             raise ValueError(
                 f'Unknown pos_embed_type {pos_embed_type!r}; '
