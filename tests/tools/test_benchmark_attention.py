@@ -90,3 +90,16 @@ def test_tiny_run_writes_table_figures_and_plot(bench, tmp_path):
         assert figures['gla_scan_seconds'][scan]['forward'] > 0
     png = (tmp_path / 'attention_benchmark.png').read_bytes()
     assert png.startswith(b'\x89PNG')
+
+
+def test_default_operators_are_the_registered_linear_ones(bench):
+    from mmlvit.models.attentions import registered_operators
+
+    linear = [n for n, c in registered_operators().items() if c.linear_cost]
+    assert bench.parse_args([]).operators == linear
+    assert 'SoftmaxAttention' not in linear and 'TTTAttention' in linear
+
+
+def test_unknown_operator_is_named(bench):
+    with pytest.raises(SystemExit):
+        bench.parse_args(['--operators', 'HedgehogAttention'])

@@ -41,16 +41,9 @@ import torch
 from mmpretrain.registry import MODELS
 
 import mmlvit  # noqa: F401  (registers the operators)
+from mmlvit.models.attentions import registered_operators
 
 REFERENCE = 'SoftmaxAttention'
-OPERATORS = [
-    'ELULinearAttention',
-    'ReLULinearAttention',
-    'InLineAttention',
-    'GatedLinearAttention',
-    'MHLAttention',
-    'TTTAttention',
-]
 TARGET_FRACTION = 0.7  # measured speed-up >= 70% of the FLOP ratio
 TARGET_TOKENS = (3137, 12545)  # ... at these N
 GLA_TARGET = 20.0  # chunked >= 20x faster than the recurrence
@@ -61,8 +54,9 @@ def parse_args(argv=None):
     parser.add_argument(
         '--operators',
         nargs='+',
-        default=OPERATORS,
-        help='registered operator names compared with SoftmaxAttention',
+        default=None,
+        help='registered operator names compared with SoftmaxAttention '
+        '(default: every registered linear-cost operator)',
     )
     parser.add_argument(
         '--tokens',
@@ -101,6 +95,15 @@ def parse_args(argv=None):
         help=argparse.SUPPRESS,  # internal: measure memory, print JSON
     )
     args = parser.parse_args(argv)
+    registered = registered_operators()
+    args.operators = args.operators or [
+        name for name, cls in registered.items() if cls.linear_cost
+    ]
+    unknown = sorted(set(args.operators) - set(registered))
+    if unknown:
+        parser.error(
+            f'unknown operators {unknown}; registered: {", ".join(registered)}'
+        )
     args.operators = [name for name in args.operators if name != REFERENCE]
     for n in args.tokens:
         side = math.isqrt(n - 1)
@@ -112,7 +115,7 @@ def parse_args(argv=None):
 def grid(name, num_tokens):
     """(hw_shape, N) the operator sees for a benchmark token count."""
     side = math.isqrt(num_tokens - 1)
-    with_cls = not MODELS.get(name).patch_tokens_only
+    with_cls = not registered_operators()[name].patch_tokens_only
     return (side, side), side * side + int(with_cls)
 
 
@@ -389,10 +392,6 @@ def main(argv=None):
     if args.memory_worker:
         memory_worker(args)
         return 0
-    for name in args.operators:
-        if MODELS.get(name) is None:
-            raise SystemExit(f'{name} is not a registered operator.')
-
     timing, flops = time_operators(args)
     memory = measure_memory(args, argv)
     gla = (

@@ -32,10 +32,9 @@ import traceback
 import torch
 from mmengine.utils import mkdir_or_exist
 from mmpretrain.models import VisionTransformer
-from mmpretrain.registry import MODELS
 
 import mmlvit  # noqa: F401
-from mmlvit.models.attentions import BaseAttention
+from mmlvit.models.attentions import registered_operators
 from mmlvit.models.backbones import LinearVisionTransformer
 
 SOFTMAX = 'softmax'
@@ -44,14 +43,8 @@ M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 
 
 def registered_linear_operators():
-    """Every registered attention operator except softmax."""
-    return sorted(
-        name
-        for name, cls in MODELS.module_dict.items()
-        if isinstance(cls, type)
-        and issubclass(cls, BaseAttention)
-        and name != 'SoftmaxAttention'
-    )
+    """Every registered attention operator whose cost is linear in N."""
+    return [n for n, c in registered_operators().items() if c.linear_cost]
 
 
 def parse_args(argv=None):
@@ -108,17 +101,10 @@ def build_model(name, arch, img_size):
     """The softmax reference or a linear ViT with operator ``name``."""
     if name == SOFTMAX:
         return VisionTransformer(arch=arch, img_size=img_size)
-    no_cls = (
-        dict(
-            with_cls_token=False,
-            out_type='avg_featmap',
-            pos_embed_type='sincos',
-        )
-        if MODELS.get(name).patch_tokens_only
-        else {}
-    )
+    # Patch-tokens-only operators get their own token layout (no class
+    # token, average pooling, sin-cos positions) from the backbone.
     return LinearVisionTransformer(
-        arch=arch, img_size=img_size, attn_cfg=dict(type=name), **no_cls
+        arch=arch, img_size=img_size, attn_cfg=dict(type=name)
     )
 
 
