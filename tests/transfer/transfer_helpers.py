@@ -9,7 +9,8 @@ def backbone_cfg(
     attn=None, arch=TINY_ARCH, img_size=32, patch_size=8, **kwargs
 ):
     """A 1-channel ViT on a 4x4 patch grid: mmpretrain's softmax
-    VisionTransformer (attn=None) or a LinearVisionTransformer."""
+    VisionTransformer (attn=None) or a LinearVisionTransformer (whose token
+    layout follows the operator)."""
     cfg = dict(
         type='VisionTransformer',
         arch=arch,
@@ -19,12 +20,6 @@ def backbone_cfg(
     )
     if attn is not None:
         cfg.update(type='LinearVisionTransformer', attn_cfg=dict(type=attn))
-    if attn in ('MHLAttention', 'TTTAttention'):
-        cfg.update(
-            with_cls_token=False,
-            out_type='avg_featmap',
-            pos_embed_type='sincos',
-        )
     cfg.update(kwargs)
     return cfg
 
