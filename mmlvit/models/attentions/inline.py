@@ -16,13 +16,7 @@ class InLineAttention(BaseAttention):
     s = d^-1/2, every token (class token included) counted in N. Holds only
     the softmax parameters (``qkv``, ``proj``).
 
-    Args:
-        embed_dims (int): Token width C.
-        num_heads (int): Number of heads h; must divide C.
-        qkv_bias (bool): Bias in ``qkv``. Defaults to True.
-        attn_drop (float): Must be 0: no map is formed to drop from.
-        proj_drop (float): Dropout after ``proj``. Defaults to 0.
-        init_cfg (dict, optional): mmengine init config.
+    Arguments as :class:`BaseAttention`.
     """
 
     short_name = 'inline'

@@ -15,37 +15,17 @@ class KernelLinearAttention(BaseAttention):
     if any, is an ordinary token. Subclasses fix the feature map ``kernel``.
 
     Args:
-        embed_dims (int): Token width C.
-        num_heads (int): Number of heads h; must divide C.
-        qkv_bias (bool): Bias in ``qkv``. Defaults to True.
-        attn_drop (float): Must be 0: no map is formed to drop from.
-        proj_drop (float): Dropout after ``proj``. Defaults to 0.
         eps (float): Added to the normaliser. Defaults to 1e-6.
-        init_cfg (dict, optional): mmengine init config.
+        **kwargs: :class:`BaseAttention`'s arguments (``embed_dims``,
+            ``num_heads``, ``qkv_bias``, ``proj_drop``, ``init_cfg``).
     """
 
     has_attention_map = True
     output_is_map_times_values = True
     kernel = None
 
-    def __init__(
-        self,
-        embed_dims,
-        num_heads,
-        qkv_bias=True,
-        attn_drop=0.0,
-        proj_drop=0.0,
-        eps=1e-6,
-        init_cfg=None,
-    ):
-        super().__init__(
-            embed_dims,
-            num_heads,
-            qkv_bias=qkv_bias,
-            attn_drop=attn_drop,
-            proj_drop=proj_drop,
-            init_cfg=init_cfg,
-        )
+    def __init__(self, *args, eps=1e-6, **kwargs):
+        super().__init__(*args, **kwargs)
         self.eps = eps
 
     def mix_tokens(self, x, hw_shape):

@@ -26,39 +26,20 @@ class MHLAttention(BaseAttention):
     ceil(W/s) (W stays reusable); see :func:`mmlvit.ops.mhla_attention`.
 
     Args:
-        embed_dims (int): Token width C.
-        num_heads (int): Number of heads h.
-        qkv_bias (bool): Bias in ``qkv`` (DeiT's, so it copies). Defaults to
-            True.
-        attn_drop (float): Must be 0: MHLA forms no map to drop from.
-        proj_drop (float): Dropout after ``proj``. Defaults to 0.
         blocks_per_side (int): s. Defaults to 2 (four 7x7 blocks on a 14x14
             grid, Qin et al.'s setting).
-        init_cfg (dict, optional): mmengine init config.
+        **kwargs: :class:`BaseAttention`'s arguments (``embed_dims``,
+            ``num_heads``, ``qkv_bias`` (DeiT's, so it copies),
+            ``proj_drop``, ``init_cfg``).
     """
 
     short_name = 'mhla'
     patch_tokens_only = True
     has_attention_map = True
 
-    def __init__(
-        self,
-        embed_dims,
-        num_heads,
-        qkv_bias=True,
-        attn_drop=0.0,
-        proj_drop=0.0,
-        blocks_per_side=2,
-        init_cfg=None,
-    ):
-        super().__init__(
-            embed_dims,
-            num_heads,
-            qkv_bias=qkv_bias,
-            attn_drop=attn_drop,
-            proj_drop=proj_drop,
-            init_cfg=init_cfg,
-        )
+    def __init__(self, *args, blocks_per_side=2, **kwargs):
+        super().__init__(*args, **kwargs)
+        embed_dims = self.embed_dims
         self.blocks_per_side = blocks_per_side
         self.mixing = nn.Parameter(mhla_linear_mixing(blocks_per_side))
         self.lepe = nn.Conv2d(

@@ -20,39 +20,17 @@ class TTTAttention(BaseAttention):
     extra head on the patch grid. ``qkv`` has 3C + 3d rows laid out
     [q1 C | k1 C | v1 C | q2 d | k2 d | v2 d] (the first 3C copy from a
     softmax ViT); ``proj`` maps the C + d concatenated outputs back to C.
-    Patch tokens only: the model must run with ``with_cls_token=False``. The
-    output is not linear in the values, so there is no attention map.
-
-    Args:
-        embed_dims (int): Token width C.
-        num_heads (int): Number of heads h (d = C / h).
-        qkv_bias (bool): Bias in ``qkv``. Defaults to True.
-        attn_drop (float): Must be 0: TTT forms no map to drop from.
-        proj_drop (float): Dropout after ``proj``. Defaults to 0.
-        init_cfg (dict, optional): mmengine init config.
+    Patch tokens only (``LinearVisionTransformer`` then builds no class
+    token). The output is not linear in the values, so there is no attention
+    map. Arguments as :class:`BaseAttention` (d = C / h).
     """
 
     short_name = 'ttt'
     patch_tokens_only = True
 
-    def __init__(
-        self,
-        embed_dims,
-        num_heads,
-        qkv_bias=True,
-        attn_drop=0.0,
-        proj_drop=0.0,
-        init_cfg=None,
-    ):
-        super().__init__(
-            embed_dims,
-            num_heads,
-            qkv_bias=qkv_bias,
-            attn_drop=attn_drop,
-            proj_drop=proj_drop,
-            init_cfg=init_cfg,
-        )
-        d = self.head_dims
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        d, num_heads = self.head_dims, self.num_heads
         self.w1 = nn.Parameter(torch.empty(1, num_heads, d, d))
         self.w2 = nn.Parameter(torch.empty(1, num_heads, d, d))
         self.w3 = nn.Parameter(torch.empty(d, 1, 3, 3))
