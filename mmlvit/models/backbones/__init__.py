@@ -1,8 +1,5 @@
-from .linear_vit import (
-    LinearTransformerEncoderLayer,
-    LinearVisionTransformer,
-    sincos_position_embedding,
-)
+from .linear_encoder_layer import LinearTransformerEncoderLayer
+from .linear_vit import LinearVisionTransformer, sincos_position_embedding
 
 __all__ = [
     'LinearTransformerEncoderLayer',
