@@ -7,9 +7,7 @@ import torch
 import torch.nn.functional as F
 from mmengine.model import ModuleList
 from mmpretrain.models.backbones import VisionTransformer
-from mmpretrain.models.utils import (
-    resize_pos_embed,
-)
+from mmpretrain.models.utils import resize_pos_embed
 from mmpretrain.registry import MODELS
 
 from ..attentions import BaseAttention, registered_operators
