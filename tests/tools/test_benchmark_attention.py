@@ -29,11 +29,10 @@ def test_peak_memory_sees_a_known_allocation():
     # set up as the benchmark sets up its memory worker (a long-lived test
     # process may serve the block from memory it already holds).
     script = (
-        'import importlib.util, torch\n'
-        f'spec = importlib.util.spec_from_file_location("b", {SCRIPT!r})\n'
-        'b = importlib.util.module_from_spec(spec)\n'
-        'spec.loader.exec_module(b)\n'
-        'print(b.peak_memory_mib(lambda: torch.ones(16 * 2**20).sum()))\n'
+        'import torch\n'
+        'from mmlvit.utils import peak_resident_growth_mib\n'
+        'step = lambda: torch.ones(16 * 2**20).sum()\n'
+        'print(peak_resident_growth_mib(step))\n'
     )
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_='65536')
     out = subprocess.run(

@@ -30,7 +30,6 @@ import json
 import math
 import os
 import os.path as osp
-import re
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from mmpretrain.registry import MODELS
 
 import mmlvit  # noqa: F401  (registers the operators)
 from mmlvit.models.attentions import registered_operators
+from mmlvit.utils import peak_resident_growth_mib
 
 REFERENCE = 'SoftmaxAttention'
 TARGET_FRACTION = 0.7  # measured speed-up >= 70% of the FLOP ratio
@@ -172,21 +172,6 @@ def time_operators(args):
     return timing, flops
 
 
-def _status_kib(key):
-    with open('/proc/self/status') as f:
-        return int(re.search(rf'{key}:\s+(\d+) kB', f.read()).group(1))
-
-
-def peak_memory_mib(step):
-    """Resident-set growth (MiB) during one ``step`` after a warm-up."""
-    step()
-    with open('/proc/self/clear_refs', 'w') as f:
-        f.write('5')  # reset VmHWM to the current VmRSS
-    before = _status_kib('VmRSS')
-    step()
-    return (_status_kib('VmHWM') - before) / 1024
-
-
 def memory_worker(args):
     """Runs in the child process: print {name: {N: MiB}} as JSON."""
     results = {}
@@ -194,7 +179,7 @@ def memory_worker(args):
         results[name] = {}
         for n in args.tokens:
             step, _ = make_step(name, n, args)
-            results[name][n] = peak_memory_mib(step)
+            results[name][n] = peak_resident_growth_mib(step)
             del step
     print(json.dumps(results))
 

@@ -27,7 +27,6 @@ Example:
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 
 import mmlvit  # noqa: F401  (registers the modules)
+from mmlvit.utils import peak_resident_growth_mib
 
 TARGET_TIME_RATIO = 1.4
 KINDS = ('student', 'distilled')
@@ -164,20 +164,6 @@ def median_times(steps, repeats):
     }
 
 
-def _status_kib(key):
-    with open('/proc/self/status') as f:
-        return int(re.search(rf'{key}:\s+(\d+) kB', f.read()).group(1))
-
-
-def peak_growth_mib(step):
-    step()
-    with open('/proc/self/clear_refs', 'w') as f:
-        f.write('5')  # reset VmHWM to the current VmRSS
-    before = _status_kib('VmRSS')
-    step()
-    return (_status_kib('VmHWM') - before) / 1024
-
-
 def measure_memory(kind, argv):
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_='65536')
     out = subprocess.run(
@@ -205,7 +191,9 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp_dir:
         steps = build_steps(operator, args.batch_size, tmp_dir)
         if args.memory_worker:
-            print(json.dumps(peak_growth_mib(steps[args.memory_worker])))
+            print(
+                json.dumps(peak_resident_growth_mib(steps[args.memory_worker]))
+            )
             return 0
         times = median_times(steps, args.repeats)
     memory = {kind: measure_memory(kind, argv) for kind in KINDS}

@@ -36,6 +36,7 @@ from mmpretrain.models import VisionTransformer
 import mmlvit  # noqa: F401
 from mmlvit.models.attentions import registered_operators
 from mmlvit.models.backbones import LinearVisionTransformer
+from mmlvit.utils import reset_peak_resident, resident_kib
 
 SOFTMAX = 'softmax'
 MODES = ('forward', 'forward+backward')
@@ -108,28 +109,14 @@ def build_model(name, arch, img_size):
     )
 
 
-def _memory_kib(field):
-    with open('/proc/self/status') as f:
-        for line in f:
-            if line.startswith(field + ':'):
-                return int(line.split()[1])
-    raise RuntimeError(f'{field} not in /proc/self/status')
-
-
-def _reset_peak_memory():
-    # Linux: writing 5 resets VmHWM to the current resident set.
-    with open('/proc/self/clear_refs', 'w') as f:
-        f.write('5')
-
-
 def measure_mode(step, repeats, budget_s):
     """Time ``step`` and record the peak memory it adds.
 
     Returns:
         dict: ``times`` (s, timed runs) and ``peak_mib``.
     """
-    _reset_peak_memory()
-    before = _memory_kib('VmRSS')
+    reset_peak_resident()
+    before = resident_kib('VmRSS')
     start = time.perf_counter()
     step()
     warm_up = time.perf_counter() - start
@@ -140,7 +127,7 @@ def measure_mode(step, repeats, budget_s):
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
-    peak_mib = (_memory_kib('VmHWM') - before) / 1024
+    peak_mib = (resident_kib('VmHWM') - before) / 1024
     return dict(times=times, peak_mib=peak_mib)
 
 

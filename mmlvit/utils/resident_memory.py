@@ -1,0 +1,34 @@
+"""Peak resident memory of a process on Linux, for the benchmarks.
+
+Read from ``/proc/self/status``: ``VmRSS`` is the resident set now,
+``VmHWM`` its high-water mark, which writing ``5`` to
+``/proc/self/clear_refs`` resets to the current resident set. Run the
+measured process with ``MALLOC_MMAP_THRESHOLD_=65536`` so that every
+tensor above 64 KiB is its own mapping, returned to the system when freed:
+the resident set then follows the live tensors.
+"""
+
+
+def resident_kib(field='VmRSS'):
+    """A ``/proc/self/status`` memory field (``VmRSS``, ``VmHWM``), KiB."""
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith(field + ':'):
+                return int(line.split()[1])
+    raise RuntimeError(f'{field} not in /proc/self/status')
+
+
+def reset_peak_resident():
+    """Reset ``VmHWM`` to the current resident set."""
+    with open('/proc/self/clear_refs', 'w') as f:
+        f.write('5')
+
+
+def peak_resident_growth_mib(step):
+    """Resident-set growth (MiB) during one call of ``step``, after one
+    warm-up call."""
+    step()
+    reset_peak_resident()
+    before = resident_kib('VmRSS')
+    step()
+    return (resident_kib('VmHWM') - before) / 1024
