@@ -1,6 +1,6 @@
 """GatedLinearAttention against a float64 oracle written out from
-specs/operators.md section 5 (gates, bidirectional decays, RMSNorm, output
-gate), its attention map, options and mixed precision."""
+docs/operators.md, GLA (gates, bidirectional decays, RMSNorm, output gate),
+its attention map, options and mixed precision."""
 
 import pytest
 import torch

@@ -1,15 +1,17 @@
-"""Gated linear attention (mmlvit.ops.gla) against float64 oracles written
-out from specs/operators.md section 5 and against fla's naive recurrent
-reference, plus the plumbing of the fla dispatch."""
+"""Gated linear attention (mmlvit.ops.gla), PyTorch path and references,
+against float64 oracles written out from docs/operators.md (GLA) and
+against fla's naive recurrent reference. The fla backend: test_gla_fla.py.
+"""
 
 import functools
 
 import pytest
 import torch
-import torch.nn.functional as F
 from fla.ops.gla.naive import naive_recurrent_gla
+from gla_inputs import grads, inputs
 
-import mmlvit.ops.gla as gla_ops
+import mmlvit.ops.gla.chunk as chunk_ops
+import mmlvit.ops.gla.workspace as workspace
 from mmlvit.ops import (
     bidirectional_gla,
     bidirectional_gla_map,
@@ -18,20 +20,6 @@ from mmlvit.ops import (
 )
 
 F64 = dict(rtol=1e-10, atol=1e-12)
-
-
-def inputs(B=2, H=3, T=37, d=4, dv=None, dtype=torch.float64, seed=0, gate=1):
-    """q, k, v (B, H, T, d|dv) and ``gate`` log-gate tensors (<= 0)."""
-    gen = torch.Generator().manual_seed(seed)
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=gen, dtype=dtype)
-
-    q, k = randn(B, H, T, d), randn(B, H, T, d)
-    v = randn(B, H, T, dv or d)
-    # log(alpha) spread from about -5 to -0.002: strong and weak decays.
-    gates = [F.logsigmoid(3 * randn(B, H, T, d)) for _ in range(gate)]
-    return q, k, v, *gates
 
 
 def explicit_causal(q, k, v, g, scale):
@@ -50,7 +38,7 @@ def explicit_causal(q, k, v, g, scale):
 
 
 def explicit_map(q, k, g_fwd, g_bwd, scale):
-    """operators.md section 5, entry by entry:
+    """docs/operators.md (GLA), entry by entry:
     A^f_ts = s sum_c q_tc k_sc exp(sum_{r=s+1}^t g^f_rc), s <= t;
     A^b_ts = s sum_c q_tc k_sc exp(sum_{r=t}^{s-1} g^b_rc), s >= t;
     A = (A^f + A^b) / 2."""
@@ -75,14 +63,6 @@ def fla_naive(q, k, v, g, scale):
     q = q * (scale * d**0.5)
     o, _ = naive_recurrent_gla(*(t.transpose(1, 2) for t in (q, k, v, g)))
     return o.transpose(1, 2)
-
-
-def grads(fn, tensors, seed=1):
-    """Gradients of <fn(*tensors), w> for a fixed random w."""
-    tensors = [t.detach().requires_grad_() for t in tensors]
-    out = fn(*tensors)
-    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed))
-    return torch.autograd.grad(out, tensors, w.to(out.dtype))
 
 
 # ----------------------------------------------------------- causal scans
@@ -158,12 +138,12 @@ def chunk_sizes_used(monkeypatch):
     """Records the chunk size of every chunk layout the scans build."""
     sizes = []
 
-    class Recording(gla_ops._ChunkGroups):
+    class Recording(chunk_ops.ChunkGroups):
         def __init__(self, shape, L, *args):
             sizes.append(L)
             super().__init__(shape, L, *args)
 
-    monkeypatch.setattr(gla_ops, '_ChunkGroups', Recording)
+    monkeypatch.setattr(chunk_ops, 'ChunkGroups', Recording)
     return sizes
 
 
@@ -213,12 +193,12 @@ def groups_used(monkeypatch):
     """Records (chunks per group, groups) of every scan pass."""
     used = []
 
-    class Recording(gla_ops._ChunkGroups):
+    class Recording(chunk_ops.ChunkGroups):
         def __init__(self, *args):
             super().__init__(*args)
             used.append((self.c, self.G))
 
-    monkeypatch.setattr(gla_ops, '_ChunkGroups', Recording)
+    monkeypatch.setattr(chunk_ops, 'ChunkGroups', Recording)
     return used
 
 
@@ -237,7 +217,7 @@ def test_scans_carry_state_and_gradients_across_groups(
     # One workspace holds GROUP_ELEMENTS = D B H (c L) d elements.
     for D in (1, 2):
         elements = D * B * H * chunks_per_group * L * d
-        monkeypatch.setattr(gla_ops, 'GROUP_ELEMENTS', elements)
+        monkeypatch.setattr(workspace, 'GROUP_ELEMENTS', elements)
         if D == 1:
             scan = functools.partial(gla_chunked, chunk_size=L)
             oracle, args = gla_recurrent, (q, k, v, g_fwd)
@@ -397,143 +377,3 @@ def test_bad_arguments_raise():
         gla_recurrent(q, k, v[:, :, :5], g)
     with pytest.raises(ValueError, match='Unknown GLA backend'):
         bidirectional_gla(q, k, v, g, g, backend='triton')
-
-
-def test_fla_backend_on_cpu_raises_clearly():
-    q, k, v, g = inputs()
-    with pytest.raises(RuntimeError, match="backend='fla'.*need CUDA"):
-        bidirectional_gla(q, k, v, g, g, backend='fla')
-
-
-# ------------------------------------------------------ fla dispatch
-
-
-def test_auto_backend_picks_fla_only_on_cuda(monkeypatch):
-    resolve = gla_ops._resolve_backend
-    monkeypatch.setattr(gla_ops, '_fla_importable', lambda: True)
-    assert resolve('auto', torch.device('cpu')) == 'torch'
-    assert resolve('auto', torch.device('cuda')) == 'fla'
-    assert resolve('fla', torch.device('cuda')) == 'fla'
-    assert resolve('torch', torch.device('cuda')) == 'torch'
-    monkeypatch.setattr(gla_ops, '_fla_importable', lambda: False)
-    assert resolve('auto', torch.device('cuda')) == 'torch'
-
-
-def test_auto_backend_on_cpu_never_calls_fla(monkeypatch):
-    def fail(*args):
-        raise AssertionError('fla path taken on CPU')
-
-    monkeypatch.setattr(gla_ops, '_bidirectional_fla', fail)
-    q, k, v, g = inputs(T=9)
-    bidirectional_gla(q, k, v, g, g)  # backend='auto'
-
-
-class FakeChunkGLA:
-    """Stands in for fla.ops.gla.chunk_gla on CPU: checks the arguments
-    fla requires and computes with fla's naive recurrent reference."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, q, k, v, g, scale=None, initial_state=None, **kw):
-        self.calls.append(dict(q=q, k=k, v=v, g=g, scale=scale, kw=kw))
-        assert initial_state is None  # fla's zero state, fp32 in-kernel
-        assert q.shape == k.shape == g.shape and v.shape[:3] == q.shape[:3]
-        assert g.dtype == torch.float32
-        d = q.shape[-1]
-        o, _ = naive_recurrent_gla(q * (scale * d**0.5), k, v, g)
-        return o, None
-
-
-def test_fla_plumbing_layout_flip_and_batch_concat(monkeypatch):
-    fake = FakeChunkGLA()
-    monkeypatch.setattr(gla_ops, '_fla_chunk_gla', lambda: fake)
-    B, H, T, d = 2, 3, 21, 4
-    q, k, v, g_fwd, g_bwd = inputs(B, H, T, d, dtype=torch.float32, gate=2)
-    tensors = [t.requires_grad_() for t in (q, k, v, g_fwd, g_bwd)]
-    out = gla_ops._bidirectional_fla(*tensors, scale=0.4)
-
-    (call,) = fake.calls
-    assert call['scale'] == 0.4 and not call['kw']
-    # fla's layout (2B, T, H, d): forward sequences, then reversed ones.
-    for name, fwd, bwd in [
-        ('q', q, q),
-        ('k', k, k),
-        ('v', v, v),
-        ('g', g_fwd, g_bwd),
-    ]:
-        assert call[name].shape == (2 * B, T, H, d)
-        torch.testing.assert_close(call[name][:B], fwd.transpose(1, 2))
-        torch.testing.assert_close(call[name][B:], bwd.flip(2).transpose(1, 2))
-
-    # Same function and same gradients as the PyTorch path.
-    ref = bidirectional_gla(*tensors, scale=0.4, backend='torch')
-    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
-    fla_grads = torch.autograd.grad(out, tensors, grad)
-    torch_grads = torch.autograd.grad(ref, tensors, grad)
-    for a, b in zip(fla_grads, torch_grads):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
-
-
-def test_fla_plumbing_keeps_low_precision_inputs(monkeypatch):
-    fake = FakeChunkGLA()
-    monkeypatch.setattr(gla_ops, '_fla_chunk_gla', lambda: fake)
-    q, k, v, g_fwd, g_bwd = inputs(T=10, dtype=torch.float32, gate=2)
-    low = [t.bfloat16() for t in (q, k, v)]
-    out = gla_ops._bidirectional_fla(*low, g_fwd.bfloat16(), g_bwd, 0.5)
-    (call,) = fake.calls
-    assert call['q'].dtype == call['v'].dtype == torch.bfloat16
-    assert call['g'].dtype == torch.float32
-    assert out.dtype == torch.bfloat16
-
-
-def test_missing_fla_raises_import_error(monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_fla(name, *args, **kwargs):
-        if name == 'fla' or name.startswith('fla.'):
-            raise ImportError('No module named fla')
-        return real_import(name, *args, **kwargs)
-
-    caches = (gla_ops._fla_chunk_gla, gla_ops._fla_importable)
-    monkeypatch.setattr(builtins, '__import__', no_fla)
-    for cached in caches:
-        cached.cache_clear()
-    try:
-        with pytest.raises(ImportError, match='fla-core'):
-            gla_ops._fla_chunk_gla()
-        assert not gla_ops._fla_importable()
-    finally:
-        for cached in caches:
-            cached.cache_clear()
-
-
-# --------------------------------------------------------- CUDA only
-
-
-@pytest.mark.skipif(
-    not torch.cuda.is_available(), reason='fla kernels need CUDA'
-)
-@pytest.mark.parametrize('T', [197, 785])
-def test_fla_path_equals_torch_path_on_cuda(T):
-    q, k, v, g_fwd, g_bwd = (
-        t.cuda()
-        for t in inputs(B=2, H=3, T=T, d=64, dtype=torch.float32, gate=2)
-    )
-    g_fwd, g_bwd = g_fwd / 16, g_bwd / 16  # the module's temperature
-    tensors = [t.requires_grad_() for t in (q, k, v, g_fwd, g_bwd)]
-    out_fla = bidirectional_gla(*tensors, backend='fla')
-    out_torch = bidirectional_gla(*tensors, backend='torch')
-    # fla's kernels use TF32 matrix products.
-    tol = dict(rtol=2e-2, atol=2e-2 * out_torch.abs().max().item())
-    torch.testing.assert_close(out_fla, out_torch, **tol)
-    grad = torch.randn_like(out_torch)
-    fla_grads = torch.autograd.grad(out_fla, tensors, grad)
-    torch_grads = torch.autograd.grad(out_torch, tensors, grad)
-    for name, a, b in zip('q k v g_fwd g_bwd'.split(), fla_grads, torch_grads):
-        torch.testing.assert_close(
-            a, b, rtol=2e-2, atol=2e-2 * b.abs().max().item(), msg=name
-        )

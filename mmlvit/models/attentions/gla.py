@@ -1,19 +1,22 @@
 """Bidirectional gated linear attention, DeiT-shaped."""
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from mmpretrain.registry import MODELS
 
-from mmlvit.ops.gla import BACKENDS, bidirectional_gla, bidirectional_gla_map
-from mmlvit.ops.kernel_attention import accumulation_dtype
+from mmlvit.ops.gla import (
+    bidirectional_gla,
+    bidirectional_gla_map,
+    check_backend,
+)
+from mmlvit.ops.precision import fp32_scope
 
 from .base import BaseAttention
 
 
 @MODELS.register_module()
 class GatedLinearAttention(BaseAttention):
-    """Bidirectional GLA over image tokens (specs/operators.md section 5).
+    """Bidirectional GLA over image tokens (docs/operators.md, GLA).
 
     Keeps softmax attention's ``qkv`` (C -> 3C, d_k = d_v = d = C/h) and
     ``proj``, so a DeiT/ViT checkpoint copies in. Per head, the tokens (class
@@ -65,10 +68,7 @@ class GatedLinearAttention(BaseAttention):
         chunk_size=64,
         init_cfg=None,
     ):
-        if backend not in BACKENDS:
-            raise ValueError(
-                f'Unknown GLA backend {backend!r}; expected one of {BACKENDS}.'
-            )
+        check_backend(backend)
         super().__init__(
             embed_dims,
             num_heads,
@@ -98,14 +98,10 @@ class GatedLinearAttention(BaseAttention):
         the sequence.
         """
         B, N, _ = x.shape
-        with torch.autocast(x.device.type, enabled=False):
-            acc = accumulation_dtype(x.dtype)
-            low_rank = F.linear(x.to(acc), self.gate_down.weight.to(acc))
-            logits = F.linear(
-                low_rank,
-                self.gate_up.weight.to(acc),
-                self.gate_up.bias.to(acc),
-            )
+        down, up = self.gate_down, self.gate_up
+        with fp32_scope(x, down.weight, up.weight, up.bias) as upcast:
+            x, down_weight, up_weight, up_bias = upcast
+            logits = F.linear(F.linear(x, down_weight), up_weight, up_bias)
             # In place: logsigmoid's backward needs its input, not output.
             g = F.logsigmoid(logits).div_(self.gate_temperature)
         g = g.reshape(B, N, 2, self.num_heads, self.head_dims)
@@ -127,15 +123,9 @@ class GatedLinearAttention(BaseAttention):
             chunk_size=self.chunk_size,
         )
         gate = self.g_proj(x)
-        with torch.autocast(x.device.type, enabled=False):
-            acc = accumulation_dtype(o.dtype)
-            o = F.rms_norm(
-                o.to(acc),
-                (self.head_dims,),
-                self.g_norm.weight.to(acc),
-                self.g_norm.eps,
-            )
-            y = self.merge_heads(o) * F.silu(gate.to(acc))
+        with fp32_scope(o, self.g_norm.weight, gate) as (o, weight, gate):
+            o = F.rms_norm(o, (self.head_dims,), weight, self.g_norm.eps)
+            y = self.merge_heads(o) * F.silu(gate)
         return self.output(y.to(x.dtype))
 
     def flops(self, num_tokens, hw_shape):

@@ -1,0 +1,68 @@
+"""The public bidirectional GLA op: argument checks and the choice between
+the PyTorch and the fla backend."""
+
+from .arguments import check_shapes, default_scale
+from .chunk import bidirectional_gla_chunked
+from .fla_backend import bidirectional_fla, fla_importable
+
+BACKENDS = ('auto', 'torch', 'fla')
+
+
+def check_backend(backend):
+    """Raise a ValueError unless ``backend`` is one of :data:`BACKENDS`."""
+    if backend not in BACKENDS:
+        raise ValueError(
+            f'Unknown GLA backend {backend!r}; expected one of {BACKENDS}.'
+        )
+
+
+def resolve_backend(backend, device):
+    """'torch' or 'fla' for ``backend`` on ``device`` (a torch.device).
+
+    Raises a ValueError for an unknown name and a RuntimeError for 'fla'
+    off CUDA."""
+    check_backend(backend)
+    if backend == 'auto':
+        use_fla = device.type == 'cuda' and fla_importable()
+        return 'fla' if use_fla else 'torch'
+    if backend == 'fla' and device.type != 'cuda':
+        raise RuntimeError(
+            "backend='fla' runs fla's Triton kernels, which need CUDA "
+            f"tensors; got tensors on {device}. Use backend='torch' (or "
+            "'auto', which picks the PyTorch path off CUDA)."
+        )
+    return backend
+
+
+def bidirectional_gla(
+    q, k, v, g_fwd, g_bwd, scale=None, backend='auto', chunk_size=64
+):
+    """Bidirectional GLA: ``(o^f + flip(o^b)) / 2``.
+
+    ``o^f`` is the causal scan with gates ``g_fwd``; ``o^b`` the causal scan
+    of the reversed sequence with the reversed ``g_bwd``, so token t sees
+    keys s >= t decayed by ``prod_{r=t}^{s-1} alpha^b_r``.
+
+    Args:
+        q (Tensor): Queries (B, H, T, d_k).
+        k (Tensor): Keys (B, H, T, d_k).
+        v (Tensor): Values (B, H, T, d_v).
+        g_fwd (Tensor): Forward log-gates <= 0, (B, H, T, d_k), in token
+            order.
+        g_bwd (Tensor): Backward log-gates <= 0, (B, H, T, d_k), in token
+            order.
+        scale (float, optional): Query scale. Defaults to d_k^-1/2.
+        backend (str): ``'torch'`` (:func:`~.chunk.gla_chunked`'s scan, any
+            device), ``'fla'`` (fla's Triton ``chunk_gla``, CUDA only) or
+            ``'auto'`` (fla on CUDA when it imports, else torch). Defaults
+            to 'auto'.
+        chunk_size (int): Chunk of the torch path. Defaults to 64.
+
+    Returns:
+        Tensor: (B, H, T, d_v) in the dtype of ``v``.
+    """
+    check_shapes(q, k, v, g_fwd, g_bwd)
+    scale = default_scale(q, scale)
+    if resolve_backend(backend, q.device) == 'fla':
+        return bidirectional_fla(q, k, v, g_fwd, g_bwd, scale)
+    return bidirectional_gla_chunked(q, k, v, g_fwd, g_bwd, scale, chunk_size)
