@@ -9,11 +9,10 @@ keys, values q, k, v (N x d), scale s and the key/value means k_bar, v_bar::
 The map is signed and needs no eps. The linear form costs O(N d^2).
 """
 
-import torch
-
-from .kernel_attention import accumulation_dtype
+from .precision import fp32_accumulation
 
 
+@fp32_accumulation(result_dtype_of='v')
 def inline_attention(q, k, v, scale=None):
     """Linear-time InLine attention, every token (class token included)
     counted in N.
@@ -33,18 +32,14 @@ def inline_attention(q, k, v, scale=None):
     """
     N, d = q.shape[-2:]
     s = d**-0.5 if scale is None else scale
-    dtype = v.dtype
-    acc = accumulation_dtype(dtype)
-    with torch.autocast(device_type=q.device.type, enabled=False):
-        q, k, v = q.to(acc), k.to(acc), v.to(acc)
-        kv = k.transpose(-2, -1) @ v  # (B, h, d, d_v)
-        k_mean = k.mean(dim=-2, keepdim=True)  # (B, h, 1, d)
-        v_mean = v.mean(dim=-2, keepdim=True)  # (B, h, 1, d_v)
-        offset = 1 - s * (q * k_mean).sum(dim=-1, keepdim=True)  # (B,h,N,1)
-        out = (s / N) * (q @ kv) + offset * v_mean
-    return out.to(dtype)
+    kv = k.transpose(-2, -1) @ v  # (B, h, d, d_v)
+    k_mean = k.mean(dim=-2, keepdim=True)  # (B, h, 1, d)
+    v_mean = v.mean(dim=-2, keepdim=True)  # (B, h, 1, d_v)
+    offset = 1 - s * (q * k_mean).sum(dim=-1, keepdim=True)  # (B, h, N, 1)
+    return (s / N) * (q @ kv) + offset * v_mean
 
 
+@fp32_accumulation(result_dtype_of='q')
 def inline_attention_map(q, k, scale=None):
     """The signed (B, h, N, N) map that :func:`inline_attention` applies to
     the values: ``A_ij = (s/N) q_i . k_j + (1/N) (1 - s q_i . k_bar)``.
@@ -62,11 +57,6 @@ def inline_attention_map(q, k, scale=None):
     """
     N, d = q.shape[-2:]
     s = d**-0.5 if scale is None else scale
-    dtype = q.dtype
-    acc = accumulation_dtype(dtype)
-    with torch.autocast(device_type=q.device.type, enabled=False):
-        q, k = q.to(acc), k.to(acc)
-        k_mean = k.mean(dim=-2, keepdim=True)
-        offset = 1 - s * (q * k_mean).sum(dim=-1, keepdim=True)
-        attn = (s / N) * (q @ k.transpose(-2, -1)) + offset / N
-    return attn.to(dtype)
+    k_mean = k.mean(dim=-2, keepdim=True)
+    offset = 1 - s * (q * k_mean).sum(dim=-1, keepdim=True)
+    return (s / N) * (q @ k.transpose(-2, -1)) + offset / N

@@ -13,8 +13,9 @@ and O(N d + d^2) memory. No scale is applied to q or k (the reference
 implementation applies phi to the raw projections).
 """
 
-import torch
 import torch.nn.functional as F
+
+from .precision import fp32_accumulation
 
 
 def _elu_plus_one(x):
@@ -47,12 +48,7 @@ def feature_map(x, kernel):
     return FEATURE_MAPS[kernel](x)
 
 
-def accumulation_dtype(dtype):
-    """fp32 for half/bfloat16 inputs, the input dtype otherwise (fp32 or
-    fp64): the dtype summaries and normalisers are accumulated in."""
-    return torch.promote_types(dtype, torch.float32)
-
-
+@fp32_accumulation(result_dtype_of='v')
 def kernel_linear_attention(q, k, v, kernel='elu', eps=1e-6):
     """Linear-time non-causal kernel attention.
 
@@ -71,17 +67,15 @@ def kernel_linear_attention(q, k, v, kernel='elu', eps=1e-6):
     Returns:
         Tensor: (B, h, N, d_v).
     """
-    acc = accumulation_dtype(v.dtype)
-    with torch.autocast(device_type=q.device.type, enabled=False):
-        phi_q = feature_map(q.to(acc), kernel)
-        phi_k = feature_map(k.to(acc), kernel)
-        kv = phi_k.transpose(-2, -1) @ v.to(acc)  # (B, h, d, d_v)
-        z = phi_k.sum(dim=-2)  # (B, h, d)
-        denominator = (phi_q @ z.unsqueeze(-1)) + eps  # (B, h, N, 1)
-        out = (phi_q @ kv) / denominator
-    return out.to(v.dtype)
+    phi_q = feature_map(q, kernel)
+    phi_k = feature_map(k, kernel)
+    kv = phi_k.transpose(-2, -1) @ v  # (B, h, d, d_v)
+    z = phi_k.sum(dim=-2)  # (B, h, d)
+    denominator = (phi_q @ z.unsqueeze(-1)) + eps  # (B, h, N, 1)
+    return (phi_q @ kv) / denominator
 
 
+@fp32_accumulation(result_dtype_of='q')
 def kernel_attention_map(q, k, kernel='elu', eps=1e-6):
     """The (B, h, N, N) map that :func:`kernel_linear_attention` applies to
     the values: ``diag(phi(q) phi(k)^T 1 + eps)^-1 phi(q) phi(k)^T``.
@@ -99,10 +93,5 @@ def kernel_attention_map(q, k, kernel='elu', eps=1e-6):
         Tensor: (B, h, N, N); for positive kernels each row is a
         distribution (up to eps), ReLU rows may be all zero.
     """
-    acc = accumulation_dtype(q.dtype)
-    with torch.autocast(device_type=q.device.type, enabled=False):
-        scores = feature_map(q.to(acc), kernel) @ feature_map(
-            k.to(acc), kernel
-        ).transpose(-2, -1)
-        attn = scores / (scores.sum(dim=-1, keepdim=True) + eps)
-    return attn.to(q.dtype)
+    scores = feature_map(q, kernel) @ feature_map(k, kernel).transpose(-2, -1)
+    return scores / (scores.sum(dim=-1, keepdim=True) + eps)

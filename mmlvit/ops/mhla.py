@@ -17,6 +17,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .precision import fp32_accumulation
+
 MHLA_EPS = 1e-6
 
 
@@ -100,6 +102,7 @@ def _kernel(x):
     return torch.relu(x) + MHLA_EPS
 
 
+@fp32_accumulation(result_dtype_of='q')
 def mhla_attention(q, k, v, mixing, hw_shape):
     """Block-mixed ReLU linear attention in O(N) time and memory.
 
@@ -117,23 +120,20 @@ def mhla_attention(q, k, v, mixing, hw_shape):
         Tensor: (B, h, N, d) attention output (before the value conv).
     """
     side = _blocks_per_side(mixing)
-    dtype = torch.promote_types(q.dtype, torch.float32)
-    with torch.autocast(device_type=q.device.type, enabled=False):
-        mixing = mixing.to(dtype)
-        q_blocks = _to_blocks(_kernel(q.to(dtype)), hw_shape, side)
-        # Pad after the kernel: padded keys are exactly 0 and drop out.
-        k_blocks = _to_blocks(_kernel(k.to(dtype)), hw_shape, side)
-        v_blocks = _to_blocks(v.to(dtype), hw_shape, side)
-        kv = k_blocks.transpose(-2, -1) @ v_blocks  # (B, h, M, d, d)
-        k_sum = k_blocks.sum(-2)  # (B, h, M, d)
-        kv = torch.einsum('ij,bhjde->bhide', mixing, kv)
-        k_sum = torch.einsum('ij,bhjd->bhid', mixing, k_sum)
-        numerator = q_blocks @ kv  # (B, h, M, L, d)
-        denominator = q_blocks @ k_sum.unsqueeze(-1) + MHLA_EPS
-        out = _from_blocks(numerator / denominator, hw_shape, side)
-    return out.to(q.dtype)
+    q_blocks = _to_blocks(_kernel(q), hw_shape, side)
+    # Pad after the kernel: padded keys are exactly 0 and drop out.
+    k_blocks = _to_blocks(_kernel(k), hw_shape, side)
+    v_blocks = _to_blocks(v, hw_shape, side)
+    kv = k_blocks.transpose(-2, -1) @ v_blocks  # (B, h, M, d, d)
+    k_sum = k_blocks.sum(-2)  # (B, h, M, d)
+    kv = torch.einsum('ij,bhjde->bhide', mixing, kv)
+    k_sum = torch.einsum('ij,bhjd->bhid', mixing, k_sum)
+    numerator = q_blocks @ kv  # (B, h, M, L, d)
+    denominator = q_blocks @ k_sum.unsqueeze(-1) + MHLA_EPS
+    return _from_blocks(numerator / denominator, hw_shape, side)
 
 
+@fp32_accumulation()
 def mhla_attention_map(q, k, mixing, hw_shape):
     """The N x N map that :func:`mhla_attention` applies to the values.
 
@@ -150,10 +150,8 @@ def mhla_attention_map(q, k, mixing, hw_shape):
         Tensor: (B, h, N, N) in float32 (float64 for float64 inputs).
     """
     side = _blocks_per_side(mixing)
-    dtype = torch.promote_types(q.dtype, torch.float32)
-    with torch.autocast(device_type=q.device.type, enabled=False):
-        block = mhla_block_index(hw_shape, side, device=q.device)
-        weights = mixing.to(dtype)[block[:, None], block[None, :]]
-        scores = _kernel(q.to(dtype)) @ _kernel(k.to(dtype)).transpose(-2, -1)
-        scores = scores * weights
-        return scores / (scores.sum(-1, keepdim=True) + MHLA_EPS)
+    block = mhla_block_index(hw_shape, side, device=q.device)
+    weights = mixing[block[:, None], block[None, :]]
+    scores = _kernel(q) @ _kernel(k).transpose(-2, -1)
+    scores = scores * weights
+    return scores / (scores.sum(-1, keepdim=True) + MHLA_EPS)

@@ -16,6 +16,8 @@ and over the 3x3 taps of each channel of W3; learning rate 1.
 import torch
 import torch.nn.functional as F
 
+from .precision import fp32_accumulation
+
 TTT_INNER_SCALE = 9**-0.5
 
 
@@ -74,6 +76,7 @@ def _normalised(grad, dim):
     return grad / (grad.norm(dim=dim, keepdim=True) + 1)
 
 
+@fp32_accumulation(result_dtype_of='q')
 def ttt_swiglu(q, k, v, w1, w2, scale=TTT_INNER_SCALE):
     """SwiGLU inner model: one step on (k, v), then applied to q.
 
@@ -88,19 +91,15 @@ def ttt_swiglu(q, k, v, w1, w2, scale=TTT_INNER_SCALE):
     Returns:
         Tensor: (B, h, N, d) = (q W1') * silu(q W2').
     """
-    in_dtype = q.dtype
-    dtype = torch.promote_types(in_dtype, torch.float32)
-    with torch.autocast(device_type=q.device.type, enabled=False):
-        q, k, v = (t.to(dtype).contiguous() for t in (q, k, v))
-        w1, w2 = w1.to(dtype), w2.to(dtype)
-        g1, g2 = swiglu_inner_grads(k, v, w1, w2, scale)
-        w1 = w1 - _normalised(g1, dim=-2)
-        w2 = w2 - _normalised(g2, dim=-2)
-        z1, z2 = _swiglu_inputs(q, w1, w2)
-        out = z1 * F.silu(z2)
-    return out.to(in_dtype)
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    g1, g2 = swiglu_inner_grads(k, v, w1, w2, scale)
+    w1 = w1 - _normalised(g1, dim=-2)
+    w2 = w2 - _normalised(g2, dim=-2)
+    z1, z2 = _swiglu_inputs(q, w1, w2)
+    return z1 * F.silu(z2)
 
 
+@fp32_accumulation(result_dtype_of='q')
 def ttt_dwconv(q, k, v, w3, scale=TTT_INNER_SCALE):
     """Depthwise 3x3 conv inner model: one step on (k, v), applied to q.
 
@@ -116,16 +115,12 @@ def ttt_dwconv(q, k, v, w3, scale=TTT_INNER_SCALE):
         Tensor: (B, d, H, W) = dwconv3x3(q; W3'), W3' per sample.
     """
     B, d, H, W = q.shape
-    in_dtype = q.dtype
-    dtype = torch.promote_types(in_dtype, torch.float32)
-    with torch.autocast(device_type=q.device.type, enabled=False):
-        q, k, v, w3 = (t.to(dtype) for t in (q, k, v, w3))
-        grad = dwconv_inner_grad(k, v, scale)
-        w3 = w3.reshape(1, d, 3, 3) - _normalised(grad, dim=(-2, -1))
-        out = F.conv2d(
-            q.reshape(1, B * d, H, W),
-            w3.reshape(B * d, 1, 3, 3),
-            padding=1,
-            groups=B * d,
-        )
-    return out.reshape(B, d, H, W).to(in_dtype)
+    grad = dwconv_inner_grad(k, v, scale)
+    w3 = w3.reshape(1, d, 3, 3) - _normalised(grad, dim=(-2, -1))
+    out = F.conv2d(
+        q.reshape(1, B * d, H, W),
+        w3.reshape(B * d, 1, 3, 3),
+        padding=1,
+        groups=B * d,
+    )
+    return out.reshape(B, d, H, W)
