@@ -1,18 +1,24 @@
-"""The fla backend of mmlvit.ops.gla: backend choice and checks, its
-plumbing through a stand-in for chunk_gla on CPU, and fla's kernels on CUDA
-where there is a GPU."""
+"""The fla backend of mmlvit.ops.gla: backend choice and checks, fla's real
+Triton kernels on CPU under Triton's interpreter (fla_interpreter.py, in a
+subprocess), and on CUDA where there is a GPU."""
 
 import builtins
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
-from fla.ops.gla.naive import naive_recurrent_gla
 from gla_inputs import inputs
 
 import mmlvit.ops.gla.dispatch as dispatch
 import mmlvit.ops.gla.fla_backend as fla_backend
 from mmlvit.ops import bidirectional_gla
 from mmlvit.ops.gla import BACKENDS, check_backend
+
+INTERPRETER_SCRIPT = Path(__file__).with_name('fla_interpreter.py')
 
 # ----------------------------------------------------- backend choice
 
@@ -71,67 +77,73 @@ def test_missing_fla_raises_import_error(monkeypatch):
             cached.cache_clear()
 
 
-# ------------------------------------------- fla plumbing (stand-in)
+# ------------------------------------ fla's kernels under the interpreter
 
 
-class FakeChunkGLA:
-    """Stands in for fla.ops.gla.chunk_gla on CPU: checks the arguments
-    fla requires and computes with fla's naive recurrent reference."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, q, k, v, g, scale=None, initial_state=None, **kw):
-        self.calls.append(dict(q=q, k=k, v=v, g=g, scale=scale, kw=kw))
-        assert initial_state is None  # fla's zero state, fp32 in-kernel
-        assert q.shape == k.shape == g.shape and v.shape[:3] == q.shape[:3]
-        assert g.dtype == torch.float32
-        d = q.shape[-1]
-        o, _ = naive_recurrent_gla(q * (scale * d**0.5), k, v, g)
-        return o, None
-
-
-def test_fla_plumbing_layout_flip_and_batch_concat(monkeypatch):
-    fake = FakeChunkGLA()
-    monkeypatch.setattr(fla_backend, 'fla_chunk_gla', lambda: fake)
-    B, H, T, d = 2, 3, 21, 4
-    q, k, v, g_fwd, g_bwd = inputs(B, H, T, d, dtype=torch.float32, gate=2)
-    tensors = [t.requires_grad_() for t in (q, k, v, g_fwd, g_bwd)]
-    out = fla_backend.bidirectional_fla(*tensors, scale=0.4)
-
-    (call,) = fake.calls
-    assert call['scale'] == 0.4 and not call['kw']
-    # fla's layout (2B, T, H, d): forward sequences, then reversed ones.
-    for name, fwd, bwd in [
-        ('q', q, q),
-        ('k', k, k),
-        ('v', v, v),
-        ('g', g_fwd, g_bwd),
-    ]:
-        assert call[name].shape == (2 * B, T, H, d)
-        torch.testing.assert_close(call[name][:B], fwd.transpose(1, 2))
-        torch.testing.assert_close(call[name][B:], bwd.flip(2).transpose(1, 2))
-
-    # Same function and same gradients as the PyTorch path.
-    ref = bidirectional_gla(*tensors, scale=0.4, backend='torch')
-    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
-    fla_grads = torch.autograd.grad(out, tensors, grad)
-    torch_grads = torch.autograd.grad(ref, tensors, grad)
-    for a, b in zip(fla_grads, torch_grads):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+@pytest.fixture(scope='module')
+def interpreted():
+    """The report of fla_interpreter.py, run in a fresh interpreter with
+    TRITON_INTERPRET=1 (read when triton is imported) on CPU only."""
+    env = dict(os.environ, TRITON_INTERPRET='1', CUDA_VISIBLE_DEVICES='')
+    done = subprocess.run(
+        [sys.executable, str(INTERPRETER_SCRIPT)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])['results']
 
 
-def test_fla_plumbing_keeps_low_precision_inputs(monkeypatch):
-    fake = FakeChunkGLA()
-    monkeypatch.setattr(fla_backend, 'fla_chunk_gla', lambda: fake)
-    q, k, v, g_fwd, g_bwd = inputs(T=10, dtype=torch.float32, gate=2)
-    low = [t.bfloat16() for t in (q, k, v)]
-    out = fla_backend.bidirectional_fla(*low, g_fwd.bfloat16(), g_bwd, 0.5)
-    (call,) = fake.calls
-    assert call['q'].dtype == call['v'].dtype == torch.bfloat16
-    assert call['g'].dtype == torch.float32
-    assert out.dtype == torch.bfloat16
+def assert_close(report, rtol):
+    """Output and every gradient within ``rtol`` of the reference's
+    largest magnitude."""
+    assert report['out'] <= rtol * report['out_scale'], report
+    for name, error in report['grads'].items():
+        assert error <= rtol * report['grad_scales'][name], (name, report)
+
+
+@pytest.mark.parametrize('T', [50, 80])
+def test_chunk_gla_equals_fla_naive_recurrence(interpreted, T):
+    """fla's chunk_gla (chunks of 64: T = 50 is one partial chunk, 80 a
+    whole one and a partial one) against fla's token-by-token reference,
+    output and gradients of q, k, v, g."""
+    report = interpreted[f'chunk_gla T={T}']
+    assert report['dtype'] == 'torch.float32'
+    assert_close(report, rtol=2e-5)
+
+
+@pytest.mark.parametrize('T', [50, 80])
+def test_fla_path_equals_torch_path(interpreted, T):
+    """The fla path (both directions in one chunk_gla call, the reversed
+    sequences stacked along the batch) against the PyTorch path: output
+    and the gradients of q, k, v, g_fwd, g_bwd."""
+    report = interpreted[f'bidirectional fp32 T={T}']
+    assert report['dtype'] == 'torch.float32'
+    assert set(report['grads']) == {'q', 'k', 'v', 'g_fwd', 'g_bwd'}
+    assert_close(report, rtol=2e-5)
+
+
+def test_fla_path_from_fp16_inputs(interpreted):
+    """fp16 q, k, v and g_fwd (g_bwd fp32): chunk_gla gets q, k, v in fp16
+    and the gates in fp32; the output and every gradient keep their input's
+    dtype and match the PyTorch path to fp16's precision. (bf16 is left
+    out: the interpreter holds bf16 as uint16 bit patterns and computes on
+    them as integers.)"""
+    report = interpreted['bidirectional fp16 T=50']
+    assert report['kernel_dtypes'] == dict(
+        q='torch.float16', v='torch.float16', g='torch.float32'
+    )
+    assert report['dtype'] == 'torch.float16'
+    assert report['grad_dtypes'] == dict(
+        q='torch.float16',
+        k='torch.float16',
+        v='torch.float16',
+        g_fwd='torch.float16',
+        g_bwd='torch.float32',
+    )
+    assert_close(report, rtol=3e-3)
 
 
 # --------------------------------------------------------- CUDA only
