@@ -37,11 +37,6 @@ class GatedLinearAttention(BaseAttention):
     gates start near alpha = 0.5^(1 / gate_temperature).
 
     Args:
-        embed_dims (int): Token width C.
-        num_heads (int): Number of heads h; must divide C.
-        qkv_bias (bool): Bias in ``qkv``. Defaults to True.
-        attn_drop (float): Must be 0: no map is formed to drop from.
-        proj_drop (float): Dropout after ``proj``. Defaults to 0.
         gate_low_rank (int): Rank r of the gate projection. Defaults to 16.
         gate_temperature (float): Divides the log-sigmoid gate logits.
             Defaults to 16.
@@ -49,7 +44,8 @@ class GatedLinearAttention(BaseAttention):
             :func:`~mmlvit.ops.gla.bidirectional_gla`. Defaults to 'auto'.
         chunk_size (int): Chunk of the PyTorch scan, a power of two.
             Defaults to 64.
-        init_cfg (dict, optional): mmengine init config.
+        **kwargs: :class:`BaseAttention`'s arguments (``embed_dims``,
+            ``num_heads``, ``qkv_bias``, ``proj_drop``, ``init_cfg``).
     """
 
     short_name = 'gla'
@@ -57,26 +53,16 @@ class GatedLinearAttention(BaseAttention):
 
     def __init__(
         self,
-        embed_dims,
-        num_heads,
-        qkv_bias=True,
-        attn_drop=0.0,
-        proj_drop=0.0,
+        *args,
         gate_low_rank=16,
         gate_temperature=16.0,
         backend='auto',
         chunk_size=64,
-        init_cfg=None,
+        **kwargs,
     ):
         check_backend(backend)
-        super().__init__(
-            embed_dims,
-            num_heads,
-            qkv_bias=qkv_bias,
-            attn_drop=attn_drop,
-            proj_drop=proj_drop,
-            init_cfg=init_cfg,
-        )
+        super().__init__(*args, **kwargs)
+        embed_dims = self.embed_dims
         self.gate_low_rank = gate_low_rank
         self.gate_temperature = gate_temperature
         self.backend = backend
@@ -108,9 +94,8 @@ class GatedLinearAttention(BaseAttention):
         g_fwd, g_bwd = g.permute(2, 0, 3, 1, 4)
         return g_fwd, g_bwd
 
-    def forward(self, x, hw_shape):
+    def mix_tokens(self, x, hw_shape):
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token first)."""
-        self.num_extra_tokens(x.shape[1], hw_shape)
         q, k, v = self.split_heads(self.qkv(x))
         g_fwd, g_bwd = self.log_gates(x)
         o = bidirectional_gla(
@@ -137,12 +122,12 @@ class GatedLinearAttention(BaseAttention):
         masked half is not counted."""
         N, C, d = num_tokens, self.embed_dims, self.head_dims
         r, L = self.gate_low_rank, self.chunk_size
-        projections = 2 * N * C * (3 * C) + 2 * 2 * N * C * C  # qkv, g, proj
+        output_gate = 2 * N * C * C  # g_proj
         gates = 2 * N * r * C + 2 * N * r * (2 * C)
         scans = 2 * N * C * (3 * L + 1 + 4 * d)  # 2 directions x h heads
-        return projections + gates + scans
+        return self.projection_flops(N) + output_gate + gates + scans
 
-    def attention_map(self, x, hw_shape):
+    def compute_attention_map(self, x, hw_shape):
         """The combined map ``(A^f + A^b) / 2``: (B, h, N, N).
 
         Per head, ``attention_map(x) @ v`` equals the bidirectional scan
@@ -150,7 +135,6 @@ class GatedLinearAttention(BaseAttention):
         is not a linear map of the values (the RMSNorm divides by the norm of
         ``o``). Signed and not row-normalised.
         """
-        self.num_extra_tokens(x.shape[1], hw_shape)
         q, k, _ = self.split_heads(self.qkv(x))
         g_fwd, g_bwd = self.log_gates(x)
         return bidirectional_gla_map(q, k, g_fwd, g_bwd)
