@@ -2,6 +2,9 @@
 on a few hundred images: every artefact is produced and well-formed."""
 
 import csv
+import importlib
+import importlib.util
+import os.path as osp
 import subprocess
 
 import pytest
@@ -96,42 +99,6 @@ def test_second_run_resumes_without_rerunning(grid_run):
         assert len(list(csv.DictReader(f))) == 6
 
 
-def test_sweep_plot(tmp_path, repo_root):
-    """Rows that vary epochs get the top-1-against-epochs plot."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        'reproduce', f'{repo_root}/tools/analysis/reproduce.py'
-    )
-    reproduce = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reproduce)
-    rows = [
-        dict(
-            dataset='fashion-mnist-5k',
-            operator='relu',
-            setting='mlpcopy',
-            distill=str(distill),
-            **{'lambda': '50.0' if distill else '0'},
-            epochs=str(epochs),
-            seed=str(seed),
-            top1=str(70 + epochs / 10 + seed + distill),
-            wall_s='1.0',
-            device='cpu',
-        )
-        for distill in (0, 1)
-        for epochs in (10, 40)
-        for seed in (0, 1)
-    ]
-    table = reproduce.summarise(rows)
-    assert len(table) == 4
-    first = table[0]  # mlpcopy, no distillation, 10 epochs
-    assert first[3:6] == (0, 0.0, 10)
-    assert first[6] == pytest.approx(71.5)  # mean of 71 and 72
-    assert first[8] == 2
-    reproduce.plot_results(rows, tmp_path / 'schedule.png')
-    assert (tmp_path / 'schedule.png').stat().st_size > 10_000
-
-
 def test_report_prints_markdown(grid_run, repo_root, python):
     out, _, _ = grid_run
     report = subprocess.run(
@@ -162,3 +129,246 @@ def test_report_prints_markdown(grid_run, repo_root, python):
     assert all(c.endswith('(1)') for c in with_distill[3:6])
     assert softmax[1].startswith('softmax') and softmax[3].endswith('(1)')
     assert softmax[4:] == ['', ''] and len(without) == 6
+
+
+# The tool's modules, in process (no training below this line).
+
+
+@pytest.fixture(scope='module')
+def tool(repo_root):
+    """reproduce.py loaded as a module (it puts tools/analysis on sys.path
+    for its ``reproduction`` package), with that package's modules."""
+    spec = importlib.util.spec_from_file_location(
+        'reproduce', osp.join(repo_root, 'tools/analysis/reproduce.py')
+    )
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    modules = {
+        name: importlib.import_module(f'reproduction.{name}')
+        for name in ('configs', 'records', 'report', 'plots', 'runner')
+    }
+    return dict(cli=cli, **modules)
+
+
+def _result(records, top1, seed=0, distill=False, epochs=10, **run):
+    fields = dict(
+        dataset='fashion-mnist-5k',
+        operator='relu',
+        setting='mlpcopy',
+        distill=distill,
+        lam=50.0 if distill else 0.0,
+        epochs=epochs,
+        seed=seed,
+    )
+    fields.update(run)
+    return records.RunResult(records.Run(**fields), top1, 1.0, 'cpu')
+
+
+def test_records_format_the_csv_columns(tool, tmp_path):
+    records = tool['records']
+    plain = _result(records, 80.284, seed=2)
+    distilled = _result(records, 83.0, distill=True, lam=5)
+    assert plain.run.key() == (
+        'fashion-mnist-5k',
+        'relu',
+        'mlpcopy',
+        '0',
+        '0',
+        '10',
+        '2',
+    )
+    assert distilled.run.name == 'fashion-mnist-5k_relu_mlpcopy_1_5.0_10_0'
+    assert plain.row() == dict(
+        dataset='fashion-mnist-5k',
+        operator='relu',
+        setting='mlpcopy',
+        distill='0',
+        **{'lambda': '0'},
+        epochs='10',
+        seed='2',
+        top1='80.28',
+        wall_s='1.0',
+        device='cpu',
+    )
+    path = tmp_path / 'rows.csv'
+    for result in (plain, distilled):
+        tool['records'].append_result(str(path), result)
+    back = records.read_results(str(path))
+    assert [r.run for r in back] == [plain.run, distilled.run]
+    assert back[0].top1 == 80.28 and back[1].run.lam == 5.0
+    assert path.read_bytes().startswith(
+        b'dataset,operator,setting,distill,lambda,epochs,seed,top1,wall_s,'
+        b'device\r\n'
+    )
+
+
+@pytest.mark.parametrize(
+    'name', ['fashion_mnist', 'mnist5k', 'lambda', 'schedule']
+)
+def test_committed_csvs_round_trip_byte_for_byte(
+    tool, repo_root, tmp_path, name
+):
+    """Reading results/*.csv into records and writing them back gives the
+    same bytes, so resuming and reporting see the same rows."""
+    source = osp.join(repo_root, 'results', f'{name}.csv')
+    copy = tmp_path / f'{name}.csv'
+    for result in tool['records'].read_results(source):
+        tool['records'].append_result(str(copy), result)
+    with open(source, 'rb') as f:
+        assert copy.read_bytes() == f.read()
+
+
+def test_grid_is_seed_major_with_one_softmax_reference(tool):
+    runs = tool['runner'].grid(
+        ['relu', 'gla'],
+        ['random', 'mlpcopy+distill', 'softmax'],
+        'off',
+        [5.0, 50.0],
+        [10],
+        [0, 1],
+        ['fashion-mnist-5k'],
+    )
+    assert [r.seed for r in runs] == [0] * 7 + [1] * 7
+    assert [(r.operator, r.setting, r.distill, r.lam) for r in runs[:7]] == [
+        ('relu', 'random', False, 0.0),
+        ('relu', 'mlpcopy', True, 5.0),
+        ('relu', 'mlpcopy', True, 50.0),
+        ('softmax', 'softmax', False, 0.0),
+        ('gla', 'random', False, 0.0),
+        ('gla', 'mlpcopy', True, 5.0),
+        ('gla', 'mlpcopy', True, 50.0),
+    ]
+    assert runs[3].name == 'fashion-mnist-5k_softmax_softmax_0_0_10_0'
+
+
+def test_operator_choices_come_from_the_registry(tool):
+    from mmlvit.models.attentions import registered_operators
+
+    linear = {
+        cls.short_name
+        for cls in registered_operators().values()
+        if cls.linear_cost and cls.short_name
+    }
+    assert {'elu', 'relu', 'inline', 'gla', 'mhla', 'ttt'} <= linear
+    assert set(tool['configs'].linear_operators()) == linear
+    assert 'softmax' not in linear
+    assert tool['cli'].parse_args(['--operators', *linear]).operators
+    with pytest.raises(SystemExit):
+        tool['cli'].parse_args(['--operators', 'softmax'])
+    # The only per-operator option: GLA's chunk size at 50 tokens.
+    assert tool['configs'].operator_cfg('gla') == dict(
+        type='GatedLinearAttention', chunk_size=16
+    )
+    assert tool['configs'].operator_cfg('relu') == dict(
+        type='ReLULinearAttention'
+    )
+
+
+@pytest.fixture
+def test_only_operator():
+    """A linear operator registered by this test only (patches only, like
+    MHLA and TTT), removed from the registry afterwards."""
+    from mmpretrain.registry import MODELS
+
+    from mmlvit.models.attentions import BaseAttention
+
+    class ReproduceToyAttention(BaseAttention):
+        short_name = 'reprotoy'
+        patch_tokens_only = True
+
+        def mix_tokens(self, x, hw_shape):
+            _, _, v = self.split_heads(self.qkv(x))
+            return self.output(self.merge_heads(v))
+
+    MODELS.register_module(module=ReproduceToyAttention)
+    yield ReproduceToyAttention
+    MODELS._module_dict.pop('ReproduceToyAttention')
+
+
+def test_a_registered_operator_becomes_a_choice(tool, test_only_operator):
+    args = tool['cli'].parse_args(['--operators', 'reprotoy', 'gla'])
+    assert args.operators == ['reprotoy', 'gla']
+    run = tool['records'].Run(
+        'mnist-5k', 'reprotoy', 'mlpcopy', False, 0.0, 10, 0
+    )
+    cfg = tool['configs'].run_config(run, '/teacher.pth', '/work')
+    backbone = cfg.model.backbone
+    assert backbone.attn_cfg == dict(type='ReproduceToyAttention')
+    assert backbone.with_cls_token is False
+    assert backbone.out_type == 'avg_featmap'
+    assert backbone.pos_embed_type == 'sincos'
+
+
+def test_settings_come_from_transfer(tool):
+    from mmlvit.transfer import SETTINGS
+
+    configs = tool['configs']
+    assert list(configs.grid_settings()) == [
+        s.short_name for s in SETTINGS.values()
+    ]
+    choices = tool['cli'].setting_choices()
+    for name in ('random', 'attncopy', 'mlpcopy', 'fullcopy', 'softmax'):
+        assert name in choices
+    assert 'mlpcopy+distill' in choices and 'softmax+distill' not in choices
+    assert configs.init_setting('random') is None
+    assert configs.init_setting('attncopy') == 'Copy'
+    assert configs.init_setting('softmax') == 'FullCopy'
+
+
+@pytest.mark.parametrize(
+    'operator,setting,distill,hooks',
+    [
+        ('gla', 'random', False, []),
+        ('relu', 'random', True, []),
+        ('mhla', 'mlpcopy', False, ['MLPCopy']),
+        ('mhla', 'fullcopy', True, ['FullCopy']),
+        ('softmax', 'softmax', False, ['FullCopy']),
+    ],
+)
+def test_run_config_hooks(tool, operator, setting, distill, hooks):
+    """Random copies nothing (no init hook); MHLA needs no clamp hook."""
+    run = tool['records'].Run(
+        'fashion-mnist-5k', operator, setting, distill, 30.0, 3, 1
+    )
+    cfg = tool['configs'].run_config(run, '/teacher.pth', '/work')
+    assert [h.type for h in cfg.custom_hooks] == [
+        'SoftmaxToLinearInitHook'
+    ] * len(hooks)
+    assert [h.setting for h in cfg.custom_hooks] == hooks
+    assert cfg.train_cfg.max_epochs == 3 and cfg.randomness.seed == 1
+    if distill:
+        assert cfg.model.distill_losses[0].loss_weight == 30.0
+        assert cfg.model.teacher_checkpoint == '/teacher.pth'
+
+
+def _schedule_results(records):
+    """MLPCopy with and without distillation, 10 and 40 epochs, 2 seeds."""
+    return [
+        _result(
+            records, 70 + epochs / 10 + seed + distill, seed, distill, epochs
+        )
+        for distill in (False, True)
+        for epochs in (10, 40)
+        for seed in (0, 1)
+    ]
+
+
+def test_summary_pools_seeds(tool):
+    results = _schedule_results(tool['records'])
+    table = tool['report'].summarise(results)
+    assert len(table) == 4
+    first = table[0]  # mlpcopy, no distillation, 10 epochs
+    assert (first.distill, first.lam, first.epochs) == (False, 0.0, 10)
+    assert first.mean == pytest.approx(71.5)  # mean of 71 and 72
+    assert first.std == pytest.approx(0.7071, abs=1e-4)
+    assert first.n == 2
+    assert tool['report'].sweep_axis(table) == 'epochs'
+
+
+def test_sweep_plot(tool, tmp_path):
+    """Results that vary epochs get top-1 against epochs."""
+    results = _schedule_results(tool['records'])
+    (ax,) = tool['plots'].draw(results).axes
+    assert ax.get_xlabel() == 'epochs'
+    tool['plots'].plot_results(results, tmp_path / 'schedule.png')
+    assert (tmp_path / 'schedule.png').stat().st_size > 10_000
