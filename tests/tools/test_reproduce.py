@@ -365,10 +365,70 @@ def test_summary_pools_seeds(tool):
     assert tool['report'].sweep_axis(table) == 'epochs'
 
 
+def _legend_clear_of_axes(fig):
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    box = legend.get_window_extent(renderer)
+    return all(not box.overlaps(ax.get_window_extent()) for ax in fig.axes)
+
+
+def test_bar_plot_has_seed_error_bars_and_a_clear_legend(tool, tmp_path):
+    from matplotlib.container import ErrorbarContainer
+
+    records = tool['records']
+    results = (
+        [
+            _result(
+                records,
+                75 + seed + 3 * distill + op_shift,
+                seed,
+                distill,
+                operator=op,
+                setting=setting,
+            )
+            for seed in (0, 1, 2)
+            for distill in (False, True)
+            for op, op_shift in (('relu', 0), ('gla', 1))
+            for setting in ('random', 'attncopy', 'mlpcopy', 'fullcopy')
+        ]
+        + [
+            _result(records, 88, seed, operator='softmax', setting='softmax')
+            for seed in (0, 1)
+        ]
+        + [
+            # One seed only: no error bar for this configuration.
+            _result(records, 60, 0, dataset='mnist-5k', operator='relu')
+        ]
+    )
+    fig = tool['plots'].draw(results)
+    fashion, mnist = fig.axes
+    assert fashion.get_title() == 'fashion-mnist-5k'
+    assert [t.get_text() for t in fashion.get_xticklabels()] == [
+        'Random',
+        'Copy',
+        'MLPCopy',
+        'FullCopy',
+    ]
+    bars = [c for c in fashion.containers if isinstance(c, ErrorbarContainer)]
+    # Per operator: the w/o tops and the w/ tops, 4 settings each.
+    assert len(bars) == 4
+    assert all(len(c.lines[2][0].get_segments()) == 4 for c in bars)
+    assert not any(isinstance(c, ErrorbarContainer) for c in mnist.containers)
+    assert _legend_clear_of_axes(fig)
+    tool['plots'].plot_results(results, tmp_path / 'grid.png')
+    assert (tmp_path / 'grid.png').stat().st_size > 10_000
+
+
 def test_sweep_plot(tool, tmp_path):
-    """Results that vary epochs get top-1 against epochs."""
+    """Results that vary epochs get top-1 against epochs, with error bars
+    where there are seeds, the legend outside the axes."""
     results = _schedule_results(tool['records'])
-    (ax,) = tool['plots'].draw(results).axes
+    fig = tool['plots'].draw(results)
+    (ax,) = fig.axes
     assert ax.get_xlabel() == 'epochs'
+    assert len(ax.containers) == 2
+    assert all(c.has_yerr for c in ax.containers)
+    assert _legend_clear_of_axes(fig)
     tool['plots'].plot_results(results, tmp_path / 'schedule.png')
     assert (tmp_path / 'schedule.png').stat().st_size > 10_000

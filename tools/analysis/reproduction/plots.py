@@ -1,11 +1,15 @@
 """The grid's plots, written next to its CSV: bars in the style of Fig. 4
 of Qin et al. (arXiv:2609.35745; docs/reproduction.md) for a settings grid,
-or top-1 against lambda / epochs for a sweep."""
+or top-1 against lambda / epochs for a sweep. Error bars are the std over
+seeds wherever a configuration has more than one seed; legends sit outside
+the axes."""
 
 from collections import defaultdict
 
 from .configs import SOFTMAX, grid_settings
 from .report import summarise, sweep_axis
+
+STD_LABEL = 'std over seeds'
 
 
 def _pyplot():
@@ -15,6 +19,14 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _seed_std(summaries):
+    """The error bars of ``summaries``: std where more than one seed, else
+    0; None when no summary has more than one seed."""
+    if all(s.n < 2 for s in summaries):
+        return None
+    return [s.std if s.n > 1 else 0.0 for s in summaries]
 
 
 def plot_results(results, path):
@@ -41,13 +53,14 @@ def draw_sweep(results, axis):
             ' + distill' if s.distill else ''
         )
         lines[label].append(s)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(9, 4), layout='constrained')
     for label, points in sorted(lines.items()):
         points.sort(key=lambda s: s.epochs if axis == 'epochs' else s.lam)
+        x = [s.epochs if axis == 'epochs' else s.lam for s in points]
         ax.errorbar(
-            [s.epochs if axis == 'epochs' else s.lam for s in points],
+            x,
             [s.mean for s in points],
-            yerr=[s.std for s in points],
+            yerr=_seed_std(points),
             marker='o',
             capsize=3,
             label=label,
@@ -55,68 +68,144 @@ def draw_sweep(results, axis):
     if axis == 'lambda':
         ax.set_xscale('log')
     ax.set_xlabel('lambda (distillation weight)' if axis == 'lambda' else axis)
-    ax.set_ylabel('top-1 (%)')
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    ax.set_ylabel('top-1 (%), mean +- std over seeds')
+    fig.legend(loc='outside right upper', fontsize=7)
     return fig
+
+
+def _bars(entries, operator, settings, width, offset):
+    """Per setting with results for ``operator``: x, the summary without
+    distillation and the best distilled one (either may be None)."""
+    bars = []
+    for j, setting in enumerate(settings):
+        own = [
+            s
+            for s in entries
+            if s.operator == operator and s.setting == setting
+        ]
+        plain = [s for s in own if not s.distill]
+        distilled = [s for s in own if s.distill]
+        if not own:
+            continue
+        bars.append(
+            (
+                j + offset,
+                plain[0] if plain else None,
+                max(distilled, key=lambda s: s.mean) if distilled else None,
+            )
+        )
+    return bars
+
+
+def _error_bars(ax, xs, summaries):
+    """Std over seeds at the tops of the bars with more than one seed."""
+    points = [(x, s) for x, s in zip(xs, summaries) if s and s.n > 1]
+    if points:
+        ax.errorbar(
+            [x for x, _ in points],
+            [s.mean for _, s in points],
+            yerr=[s.std for _, s in points],
+            fmt='none',
+            ecolor='k',
+            elinewidth=1,
+            capsize=2,
+            label=STD_LABEL,
+        )
+
+
+def _draw_operator(ax, op, bars, width):
+    """One operator's bars: the top-1 without distillation, the change
+    distillation brings stacked on it (hatched // where it gains, xx where
+    it loses, down from the top), and the error bars."""
+    xs = [x for x, _, _ in bars]
+    base = [plain.mean if plain else 0.0 for _, plain, _ in bars]
+    change = [
+        dist.mean - low if dist else 0.0
+        for (_, _, dist), low in zip(bars, base)
+    ]
+    drawn = ax.bar(xs, base, width, label=f'{op} w/o distill')
+    color = drawn.patches[0].get_facecolor() if drawn else None
+    for sign, hatch, label in (
+        (1, '//', f'{op} w/ distill (hatched: gain)'),
+        (-1, 'xx', f'{op} w/ distill (cross-hatched: loss)'),
+    ):
+        keep = [i for i, c in enumerate(change) if c * sign > 0]
+        if keep:
+            ax.bar(
+                [xs[i] for i in keep],
+                [change[i] for i in keep],
+                width,
+                bottom=[base[i] for i in keep],
+                alpha=0.45,
+                color=color,
+                hatch=hatch,
+                label=label,
+            )
+    _error_bars(ax, xs, [plain for _, plain, _ in bars])
+    _error_bars(ax, xs, [dist for _, _, dist in bars])
 
 
 def draw_bars(results):
     """Fig.-4-style bars: per operator and setting, the top-1 without
-    distillation with the distillation gain stacked on top; the softmax
-    reference as a dashed line. One panel per target dataset."""
+    distillation with the distillation gain stacked on top (hatched), the
+    std over seeds as error bars at both tops; the softmax reference as a
+    dashed line (its seed std shaded). One panel per target dataset, one
+    legend to their right."""
     plt = _pyplot()
     table = summarise(results)
+    known = grid_settings()
     targets = sorted({s.dataset for s in table})
     fig, axes = plt.subplots(
-        1, len(targets), figsize=(7 * len(targets), 4), squeeze=False
+        1,
+        len(targets),
+        figsize=(7 * len(targets) + 2.5, 4.5),
+        squeeze=False,
+        layout='constrained',
     )
+    legend = {}
     for ax, target in zip(axes[0], targets):
         entries = [s for s in table if s.dataset == target]
-        softmax = [s.mean for s in entries if s.setting == SOFTMAX]
+        softmax = [s for s in entries if s.setting == SOFTMAX]
         operators = sorted(
             {s.operator for s in entries if s.setting != SOFTMAX}
         )
-        settings = [
-            k for k in grid_settings() if any(s.setting == k for s in entries)
-        ]
+        settings = [k for k in known if any(s.setting == k for s in entries)]
         width = 0.8 / max(len(operators), 1)
         for i, op in enumerate(operators):
-            base, gain, xs = [], [], []
-            for j, setting in enumerate(settings):
-                own = [
-                    s
-                    for s in entries
-                    if s.operator == op and s.setting == setting
-                ]
-                plain = [s.mean for s in own if not s.distill]
-                dist = [s.mean for s in own if s.distill]
-                if not plain and not dist:
-                    continue
-                low = plain[0] if plain else 0.0
-                xs.append(j + i * width)
-                base.append(low)
-                gain.append(max(dist) - low if dist else 0.0)
-            bars = ax.bar(xs, base, width, label=f'{op} w/o distill')
-            ax.bar(
-                xs,
-                gain,
-                width,
-                bottom=base,
-                alpha=0.45,
-                color=bars.patches[0].get_facecolor() if bars else None,
-                hatch='//',
-                label=f'{op} w/ distill (hatched: gain)',
+            _draw_operator(
+                ax, op, _bars(entries, op, settings, width, i * width), width
             )
         if softmax:
-            ax.axhline(softmax[0], ls='--', color='k', label='softmax')
+            ref = softmax[0]
+            ax.axhline(ref.mean, ls='--', color='k', label='softmax')
+            if ref.n > 1:
+                ax.axhspan(
+                    ref.mean - ref.std,
+                    ref.mean + ref.std,
+                    color='k',
+                    alpha=0.1,
+                    lw=0,
+                )
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(settings))])
-        ax.set_xticklabels(settings)
-        ax.set_ylabel('top-1 (%)')
+        names = [known[k].name for k in settings]
+        long = max(map(len, names), default=0) > 10
+        ax.set_xticklabels(
+            names, rotation=15 if long else 0, ha='right' if long else 'center'
+        )
+        ax.set_ylabel('top-1 (%), mean +- std over seeds')
         ax.set_title(target)
-        values = [s.mean for s in entries]
-        if values:
-            ax.set_ylim(max(0, min(values) - 10), min(100, max(values) + 3))
-        ax.legend(fontsize=7, loc='upper left', ncol=2)
-    fig.tight_layout()
+        tops = [s.mean + s.std for s in entries]
+        if tops:
+            low = min(s.mean - s.std for s in entries)
+            ax.set_ylim(max(0, low - 10), min(100, max(tops) + 3))
+        handles, labels = ax.get_legend_handles_labels()
+        legend.update(zip(labels, handles))
+    if STD_LABEL in legend:  # last
+        legend[STD_LABEL] = legend.pop(STD_LABEL)
+    fig.legend(
+        legend.values(),
+        legend.keys(),
+        loc='outside right upper',
+        fontsize=7,
+    )
     return fig
