@@ -6,7 +6,7 @@ from mmpretrain.models.utils import MultiheadAttention
 from mmpretrain.registry import MODELS
 from torch.utils.checkpoint import checkpoint
 
-from ..attentions import BaseAttention
+from ..attentions import BaseAttention, registered_operators
 from .distill_base import BlockwiseDistillLoss
 
 
@@ -43,14 +43,17 @@ def check_map_capable(attn, role):
     """Raise a clear error for a module that cannot form an N x N map."""
     if isinstance(attn, MultiheadAttention):
         return
-    if not isinstance(attn, BaseAttention) or (
-        type(attn).attention_map is BaseAttention.attention_map
-    ):
+    if not (isinstance(attn, BaseAttention) and attn.has_attention_map):
+        capable = [
+            name
+            for name, cls in registered_operators().items()
+            if cls.has_attention_map
+        ]
         raise TypeError(
             f'AttentionMapMSE: the {role} attention '
             f'{type(attn).__name__} has no N x N attention map; map '
-            'matching needs map-capable operators (softmax, ELU, ReLU, '
-            'InLine, GLA). Use AttentionOutputMSE instead.'
+            f'matching needs map-capable operators ({", ".join(capable)}). '
+            'Use AttentionOutputMSE instead.'
         )
 
 
