@@ -1,24 +1,9 @@
-# The paper's recipe (after Xu et al. 2024): AdamW, base lr 2e-3 for a total
-# batch of 512 (auto-scaled to the actual total batch, here 512), weight decay
-# 0.05, betas (0.9, 0.999), 100 warm-up epochs then cosine to 1e-6, 600 epochs,
-# gradient clipping 3.0 (label smoothing 0.1 lives in the model's head).
-optim_wrapper = dict(
-    optimizer=dict(type='AdamW', lr=2e-3, weight_decay=0.05,
-                   betas=(0.9, 0.999)),
-    paramwise_cfg=dict(
-        norm_decay_mult=0.0,
-        bias_decay_mult=0.0,
-        custom_keys={'.cls_token': dict(decay_mult=0.0),
-                     '.pos_embed': dict(decay_mult=0.0)}),
-    clip_grad=dict(max_norm=3.0),
-)
+# The transfer recipe (lvit_transfer-300e.py) for twice the epochs: 100
+# warm-up epochs then cosine to 1e-6, 600 epochs.
+_base_ = ['./lvit_transfer-300e.py']
+
 param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-3, by_epoch=True, begin=0,
-         end=100, convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', eta_min=1e-6, by_epoch=True, begin=100,
-         end=600, convert_to_iter_based=True),
+    dict(_base_.param_scheduler[0], end=100),  # linear warm-up
+    dict(_base_.param_scheduler[1], begin=100, end=600),  # cosine
 ]
-train_cfg = dict(by_epoch=True, max_epochs=600, val_interval=1)
-val_cfg = dict()
-test_cfg = dict()
-auto_scale_lr = dict(base_batch_size=512, enable=True)
+train_cfg = dict(max_epochs=600)
