@@ -1,23 +1,8 @@
 # Softmax DeiT-S classifier (224 px, patch 16): the teacher and the
-# "Softmax" reference of the paper. Drop path 0.0 as in the recipe.
+# "Softmax" reference of the paper. DeiT-B's classifier (deit-b.py) at
+# DeiT-S width; drop path 0.0 as in the recipe.
+_base_ = ['./deit-b.py']
+
 model = dict(
-    type='ImageClassifier',
-    backbone=dict(
-        type='VisionTransformer',
-        arch='deit-small',
-        img_size=224,
-        patch_size=16,
-        drop_path_rate=0.0,
-        out_type='cls_token'),
-    neck=None,
-    head=dict(
-        type='VisionTransformerClsHead',
-        num_classes=1000,
-        in_channels=384,
-        loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1,
-                  mode='original')),
-    init_cfg=[
-        dict(type='TruncNormal', layer='Linear', std=.02),
-        dict(type='Constant', layer='LayerNorm', val=1., bias=0.),
-    ],
-)
+    backbone=dict(arch='deit-small', drop_path_rate=0.0),
+    head=dict(in_channels=384))

@@ -2,43 +2,32 @@
 # teacher: loss = task + 50 * mean over blocks of MSE(student, teacher
 # attention-module outputs). Set model.teacher_checkpoint to the softmax
 # checkpoint (mmpretrain, timm .pth/.safetensors, official DeiT, ...).
+# Both networks are read from the linear DeiT-B classifier (deit-b.py):
+# - the student is that classifier with its output left to the operator (no
+#   out_type: the class token, or the patch average for operators without
+#   one);
+# - the teacher is the softmax ViT of the same shapes with the same head,
+#   only run by the distiller (no drop path, no init).
+_base_ = ['./deit-b.py']
+
 model = dict(
+    _delete_=True,
     type='AttentionDistiller',
     student=dict(
-        type='ImageClassifier',
-        backbone=dict(
-            type='LinearVisionTransformer',
-            arch='deit-base',
-            img_size=224,
-            patch_size=16,
-            drop_path_rate=0.1,
-            attn_cfg=dict(type='GatedLinearAttention')),
-        neck=None,
-        head=dict(
-            type='VisionTransformerClsHead',
-            num_classes=1000,
-            in_channels=768,
-            loss=dict(
-                type='LabelSmoothLoss', label_smooth_val=0.1,
-                mode='original')),
-        init_cfg=[
-            dict(type='TruncNormal', layer='Linear', std=.02),
-            dict(type='Constant', layer='LayerNorm', val=1., bias=0.),
-        ]),
+        _base_.model,
+        backbone={
+            key: value
+            for key, value in _base_.model.backbone.items()
+            if key != 'out_type'
+        }),
     teacher=dict(
         type='ImageClassifier',
         backbone=dict(
             type='VisionTransformer',
-            arch='deit-base',
-            img_size=224,
-            patch_size=16),
+            arch=_base_.model.backbone.arch,
+            img_size=_base_.model.backbone.img_size,
+            patch_size=_base_.model.backbone.patch_size),
         neck=None,
-        head=dict(
-            type='VisionTransformerClsHead',
-            num_classes=1000,
-            in_channels=768,
-            loss=dict(
-                type='LabelSmoothLoss', label_smooth_val=0.1,
-                mode='original'))),
+        head=_base_.model.head),
     teacher_checkpoint=None,
     distill_losses=[dict(type='AttentionOutputMSE', loss_weight=50.)])

@@ -1,44 +1,35 @@
 # The tiny linear student distilled from the frozen tiny softmax teacher
 # (attention-output MSE, lambda 50). Set model.teacher_checkpoint.
-_arch = dict(embed_dims=64, num_layers=4, num_heads=4,
-             feedforward_channels=256)
+# Both networks are read from the tiny linear classifier
+# (vit-tiny-p4_28px.py):
+# - the student is that classifier without its (zero) dropout settings;
+# - the teacher is the softmax ViT of the same shapes and classes, only run
+#   by the distiller (no dropout, init or loss).
+_base_ = ['./vit-tiny-p4_28px.py']
 
 model = dict(
+    _delete_=True,
     type='AttentionDistiller',
     student=dict(
-        type='ImageClassifier',
-        backbone=dict(
-            type='LinearVisionTransformer',
-            arch=_arch,
-            img_size=28,
-            patch_size=4,
-            in_channels=1,
-            out_type='cls_token',
-            attn_cfg=dict(type='GatedLinearAttention', chunk_size=16),
-            init_cfg=[
-                dict(type='TruncNormal', layer='Linear', std=.02),
-                dict(type='Constant', layer='LayerNorm', val=1., bias=0.),
-            ]),
-        neck=None,
-        head=dict(
-            type='VisionTransformerClsHead',
-            num_classes=10,
-            in_channels=64,
-            loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1,
-                      mode='original'),
-            init_cfg=[dict(type='TruncNormal', layer='Linear', std=.02)])),
+        _base_.model,
+        backbone={
+            key: value
+            for key, value in _base_.model.backbone.items()
+            if key not in ('drop_rate', 'drop_path_rate')
+        }),
     teacher=dict(
         type='ImageClassifier',
         backbone=dict(
             type='VisionTransformer',
-            arch=_arch,
-            img_size=28,
-            patch_size=4,
-            in_channels=1,
-            out_type='cls_token'),
+            arch=_base_.model.backbone.arch,
+            img_size=_base_.model.backbone.img_size,
+            patch_size=_base_.model.backbone.patch_size,
+            in_channels=_base_.model.backbone.in_channels,
+            out_type=_base_.model.backbone.out_type),
         neck=None,
         head=dict(
-            type='VisionTransformerClsHead', num_classes=10,
-            in_channels=64)),
+            type=_base_.model.head.type,
+            num_classes=_base_.model.head.num_classes,
+            in_channels=_base_.model.head.in_channels)),
     teacher_checkpoint=None,
     distill_losses=[dict(type='AttentionOutputMSE', loss_weight=50.)])
