@@ -3,73 +3,30 @@
 # data_root = data/cifar10, holding the extracted cifar-10-python.tar.gz:
 #   data/cifar10/cifar-10-batches-py/data_batch_1 ... data_batch_5,
 #   test_batch, batches.meta
-# Batch: 64 per GPU x 8 GPUs = 512 in total (the paper's batch).
+# Batch: 64 per GPU x 8 GPUs = 512 in total (the paper's batch). Pipelines
+# and metric as in imagenet_bs64_lvit.py.
+_base_ = ['./imagenet_bs64_lvit.py']
+
 dataset_type = 'CIFAR10'
 data_root = 'data/cifar10'
-data_preprocessor = dict(
-    num_classes=10,
-    # ImageNet mean/std (RGB); the pipeline yields BGR, to_rgb flips it.
-    mean=[123.675, 116.28, 103.53],
-    std=[58.395, 57.12, 57.375],
-    to_rgb=True,
-)
+data_preprocessor = dict(num_classes=10)
 
+# mmpretrain's CIFAR yields RGB arrays; ColorJitter and the preprocessor
+# expect BGR (as LoadImageFromFile gives): PILToNumpy takes the place of the
+# image loading.
 train_pipeline = [
-    # mmpretrain's CIFAR yields RGB arrays; ColorJitter and the preprocessor
-    # expect BGR (as LoadImageFromFile gives).
     dict(type='PILToNumpy', to_bgr=True),
-    dict(
-        type='RandomResizedCrop',
-        scale=224,
-        backend='pillow',
-        interpolation='bicubic',
-    ),
-    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-    dict(type='ColorJitter', brightness=0.4, contrast=0.4, saturation=0.4),
-    dict(type='PackInputs'),
+    *_base_.train_pipeline[1:],
 ]
-
-# Center crop 0.9: shorter side to 224 / 0.9 = 249, then the central 224.
 test_pipeline = [
-    # mmpretrain's CIFAR yields RGB arrays; ColorJitter and the preprocessor
-    # expect BGR (as LoadImageFromFile gives).
     dict(type='PILToNumpy', to_bgr=True),
-    dict(
-        type='ResizeEdge',
-        scale=249,
-        edge='short',
-        backend='pillow',
-        interpolation='bicubic',
-    ),
-    dict(type='CenterCrop', crop_size=224),
-    dict(type='PackInputs'),
+    *_base_.test_pipeline[1:],
 ]
 
-train_dataloader = dict(
-    batch_size=64,
-    num_workers=8,
-    dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        split='train',
-        download=False,
-        pipeline=train_pipeline,
-    ),
-    sampler=dict(type='DefaultSampler', shuffle=True),
-)
-val_dataloader = dict(
-    batch_size=128,
-    num_workers=8,
-    dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        split='test',
-        download=False,
-        test_mode=True,
-        pipeline=test_pipeline,
-    ),
-    sampler=dict(type='DefaultSampler', shuffle=False),
-)
-val_evaluator = dict(type='Accuracy', topk=(1, 5))
+train_dataloader = dict(dataset=dict(
+    type=dataset_type, data_root=data_root, download=False,
+    pipeline=train_pipeline))
+val_dataloader = dict(dataset=dict(
+    type=dataset_type, data_root=data_root, split='test', download=False,
+    pipeline=test_pipeline))
 test_dataloader = val_dataloader
-test_evaluator = val_evaluator

@@ -4,21 +4,13 @@
 #   data/food-101/images/apple_pie/*.jpg ...   (101 class folders)
 #   data/food-101/meta/train.txt, test.txt     ("apple_pie/1005649" lines)
 # Pipelines, batch 64 per GPU (x 8 GPUs = 512, the paper's batch) and metric
-# as in imagenet_bs64_lvit.py.
-_base_ = ['./imagenet_bs64_lvit.py']
+# as in imagenet_bs64_lvit.py; train on the 'train' split, test on 'test'
+# (test-split_common.py).
+_base_ = ['./test-split_common.py']
 
 dataset_type = 'Food101'
 data_root = 'data/food-101'
 data_preprocessor = dict(num_classes=101)
-
-train_dataloader = dict(
-    dataset=dict(type=dataset_type, data_root=data_root, split='train'))
-# A fresh dataset dict: these classes set test_mode from the split.
-val_dataloader = dict(
-    dataset=dict(
-        _delete_=True,
-        type=dataset_type,
-        data_root=data_root,
-        split='test',
-        pipeline={{_base_.test_pipeline}}))
+train_dataloader = dict(dataset=dict(type=dataset_type, data_root=data_root))
+val_dataloader = dict(dataset=dict(type=dataset_type, data_root=data_root))
 test_dataloader = val_dataloader

@@ -6,38 +6,10 @@
 # Test only (data_preprocessor, test_dataloader, test_evaluator) for a model
 # trained on ImageNet-1K: labels are ImageNet-1K class indices. Combine it
 # with a model config and default_runtime.py, plus test_cfg = dict(), as in
-# docs/datasets.md ("Out-of-distribution evaluation").
-data_preprocessor = dict(
-    num_classes=1000,
-    # ImageNet mean/std (RGB); the pipeline yields BGR, to_rgb flips it.
-    mean=[123.675, 116.28, 103.53],
-    std=[58.395, 57.12, 57.375],
-    to_rgb=True,
-)
+# docs/datasets.md ("Out-of-distribution evaluation"). Normalisation, test
+# pipeline, loader and metric as for ImageNet-1K (imagenet-eval_common.py).
+_base_ = ['./imagenet-eval_common.py']
 
-# Center crop 0.9, as for ImageNet-1K: shorter side 249, then the central 224.
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(
-        type='ResizeEdge',
-        scale=249,
-        edge='short',
-        backend='pillow',
-        interpolation='bicubic',
-    ),
-    dict(type='CenterCrop', crop_size=224),
-    dict(type='PackInputs'),
-]
-
-test_dataloader = dict(
-    batch_size=128,
-    num_workers=8,
-    dataset=dict(
-        type='ImageNetV2',
-        data_root='data/imagenetv2',
-        data_prefix='imagenetv2-matched-frequency-format-val',
-        pipeline=test_pipeline,
-    ),
-    sampler=dict(type='DefaultSampler', shuffle=False),
-)
-test_evaluator = dict(type='Accuracy', topk=(1, 5))
+test_dataloader = dict(dataset=dict(
+    type='ImageNetV2', data_root='data/imagenetv2',
+    data_prefix='imagenetv2-matched-frequency-format-val'))

@@ -7,15 +7,12 @@
 # ("relative/path.JPEG label" lines).
 # Batch: 64 per GPU x 64 GPUs = 4096 in total (the paper's batch); the
 # schedule's auto_scale_lr scales the lr to GPUs x batch_size.
+# Normalisation, test pipeline, evaluation loader and metric:
+# imagenet-eval_common.py.
+_base_ = ['./imagenet-eval_common.py']
+
 dataset_type = 'ImageNet'
 data_root = 'data/imagenet'
-data_preprocessor = dict(
-    num_classes=1000,
-    # ImageNet mean/std (RGB); the pipeline yields BGR, to_rgb flips it.
-    mean=[123.675, 116.28, 103.53],
-    std=[58.395, 57.12, 57.375],
-    to_rgb=True,
-)
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
@@ -30,20 +27,6 @@ train_pipeline = [
     dict(type='PackInputs'),
 ]
 
-# Center crop 0.9: shorter side to 224 / 0.9 = 249, then the central 224.
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(
-        type='ResizeEdge',
-        scale=249,
-        edge='short',
-        backend='pillow',
-        interpolation='bicubic',
-    ),
-    dict(type='CenterCrop', crop_size=224),
-    dict(type='PackInputs'),
-]
-
 train_dataloader = dict(
     batch_size=64,
     num_workers=8,
@@ -55,18 +38,16 @@ train_dataloader = dict(
     ),
     sampler=dict(type='DefaultSampler', shuffle=True),
 )
+# Validation and test: the evaluation loader on the val split.
 val_dataloader = dict(
-    batch_size=128,
-    num_workers=8,
+    _base_.test_dataloader,
     dataset=dict(
+        _base_.test_dataloader.dataset,
         type=dataset_type,
         data_root=data_root,
         split='val',
         test_mode=True,
-        pipeline=test_pipeline,
     ),
-    sampler=dict(type='DefaultSampler', shuffle=False),
 )
-val_evaluator = dict(type='Accuracy', topk=(1, 5))
+val_evaluator = _base_.test_evaluator
 test_dataloader = val_dataloader
-test_evaluator = val_evaluator

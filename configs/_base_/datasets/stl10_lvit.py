@@ -4,64 +4,22 @@
 # data_root = data/stl10, holding the extracted stl10_binary.tar.gz:
 #   data/stl10/stl10_binary/train_X.bin, train_y.bin, test_X.bin,
 #   test_y.bin (class_names.txt optional)
-# Batch: 64 per GPU x 8 GPUs = 512 in total (the paper's batch).
+# Batch: 64 per GPU x 8 GPUs = 512 in total (the paper's batch). Pipelines
+# and metric as in imagenet_bs64_lvit.py; train on the 'train' split, test on
+# 'test' (test-split_common.py).
+_base_ = ['./test-split_common.py']
+
 dataset_type = 'STL10'
 data_root = 'data/stl10'
-data_preprocessor = dict(
-    num_classes=10,
-    # ImageNet mean/std (RGB); the pipeline yields BGR, to_rgb flips it.
-    mean=[123.675, 116.28, 103.53],
-    std=[58.395, 57.12, 57.375],
-    to_rgb=True,
-)
+data_preprocessor = dict(num_classes=10)
 
-train_pipeline = [
-    dict(
-        type='RandomResizedCrop',
-        scale=224,
-        backend='pillow',
-        interpolation='bicubic',
-    ),
-    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-    dict(type='ColorJitter', brightness=0.4, contrast=0.4, saturation=0.4),
-    dict(type='PackInputs'),
-]
+# STL10 yields decoded BGR arrays: the recipe's pipelines without the
+# image loading.
+train_pipeline = _base_.train_pipeline[1:]
+test_pipeline = _base_.test_pipeline[1:]
 
-# Center crop 0.9: shorter side to 224 / 0.9 = 249, then the central 224.
-test_pipeline = [
-    dict(
-        type='ResizeEdge',
-        scale=249,
-        edge='short',
-        backend='pillow',
-        interpolation='bicubic',
-    ),
-    dict(type='CenterCrop', crop_size=224),
-    dict(type='PackInputs'),
-]
-
-train_dataloader = dict(
-    batch_size=64,
-    num_workers=8,
-    dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        split='train',
-        pipeline=train_pipeline,
-    ),
-    sampler=dict(type='DefaultSampler', shuffle=True),
-)
-val_dataloader = dict(
-    batch_size=128,
-    num_workers=8,
-    dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        split='test',
-        pipeline=test_pipeline,
-    ),
-    sampler=dict(type='DefaultSampler', shuffle=False),
-)
-val_evaluator = dict(type='Accuracy', topk=(1, 5))
+train_dataloader = dict(dataset=dict(
+    type=dataset_type, data_root=data_root, pipeline=train_pipeline))
+val_dataloader = dict(dataset=dict(
+    type=dataset_type, data_root=data_root, pipeline=test_pipeline))
 test_dataloader = val_dataloader
-test_evaluator = val_evaluator
