@@ -19,7 +19,4 @@ model = dict(
             pos_embed_type='sincos'),
         head=dict(num_classes=10)),
     teacher_checkpoint=None)
-custom_hooks = [
-    dict(type='SoftmaxToLinearInitHook', setting='MLPCopy'),
-    dict(type='MHLAMixingClampHook'),
-]
+custom_hooks = [dict(type='SoftmaxToLinearInitHook', setting='MLPCopy')]
