@@ -6,8 +6,9 @@ _base_ = [
     '../_base_/schedules/small_adamw.py',
     '../_base_/default_runtime.py',
 ]
+
+# Log every 50 iterations; keep the last two epochs' checkpoints and the best.
 default_hooks = dict(
-    logger=dict(type='LoggerHook', interval=50),
-    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=2,
-                    save_best='auto'),
+    logger=dict(interval=50),
+    checkpoint=dict(max_keep_ckpts=2, save_best='auto'),
 )

@@ -3,17 +3,7 @@
 # on CIFAR-100 with the paper's recipe.
 # Set the softmax checkpoint (mmpretrain, timm .pth/.safetensors, official
 # DeiT release, ...): --cfg-options model.teacher_checkpoint=PATH
-_base_ = [
-    '../_base_/models/lvit/deit-s_distill.py',
-    '../_base_/datasets/cifar100_lvit.py',
-    '../_base_/schedules/lvit_transfer-300e.py',
-    '../_base_/default_runtime.py',
-]
+_base_ = ['../_base_/lvit/deit-s_mlpcopy-distill_cifar100.py']
 
-model = dict(
-    student=dict(
-        backbone=dict(
-            attn_cfg=dict(type='ReLULinearAttention')),
-        head=dict(num_classes=100)),
-    teacher_checkpoint=None)
-custom_hooks = [dict(type='SoftmaxToLinearInitHook', setting='MLPCopy')]
+model = dict(student=dict(backbone=dict(
+    attn_cfg=dict(type='ReLULinearAttention'))))

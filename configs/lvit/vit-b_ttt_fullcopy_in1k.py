@@ -3,19 +3,8 @@
 # ImageNet-1K with the paper's recipe.
 # Set the softmax checkpoint (mmpretrain, timm .pth/.safetensors, official
 # DeiT release, ...): --cfg-options custom_hooks.0.checkpoint=PATH
-_base_ = [
-    '../_base_/models/lvit/deit-b.py',
-    '../_base_/datasets/imagenet_bs64_lvit.py',
-    '../_base_/schedules/lvit_in1k.py',
-    '../_base_/default_runtime.py',
-]
+_base_ = ['../_base_/lvit/vit-b_fullcopy_in1k.py']
 
-model = dict(
-    backbone=dict(
-        attn_cfg=dict(type='TTTAttention'),
-        with_cls_token=False,
-        out_type='avg_featmap',
-        pos_embed_type='sincos'))
-custom_hooks = [
-    dict(type='SoftmaxToLinearInitHook', checkpoint=None, setting='FullCopy'),
-]
+model = dict(backbone=dict(
+    attn_cfg=dict(type='TTTAttention'),
+    with_cls_token=False, out_type='avg_featmap', pos_embed_type='sincos'))

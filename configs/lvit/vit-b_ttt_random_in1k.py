@@ -1,15 +1,7 @@
 # ViT-B (DeiT-B shape) student with TTT (ViT^3 test-time-training block),
 # Random init, no distillation, on ImageNet-1K with the paper's recipe.
-_base_ = [
-    '../_base_/models/lvit/deit-b.py',
-    '../_base_/datasets/imagenet_bs64_lvit.py',
-    '../_base_/schedules/lvit_in1k.py',
-    '../_base_/default_runtime.py',
-]
+_base_ = ['../_base_/lvit/vit-b_random_in1k.py']
 
-model = dict(
-    backbone=dict(
-        attn_cfg=dict(type='TTTAttention'),
-        with_cls_token=False,
-        out_type='avg_featmap',
-        pos_embed_type='sincos'))
+model = dict(backbone=dict(
+    attn_cfg=dict(type='TTTAttention'),
+    with_cls_token=False, out_type='avg_featmap', pos_embed_type='sincos'))

@@ -1,0 +1,9 @@
+# deit-s_mlpcopy-distill.py on Oxford-IIIT Pets: the dataset, the 600-epoch
+# transfer schedule and a 37-class head. A leaf config sets the operator.
+_base_ = [
+    './deit-s_mlpcopy-distill.py',
+    '../datasets/pets_lvit.py',
+    '../schedules/lvit_transfer-600e.py',
+]
+
+model = dict(student=dict(head=dict(num_classes=37)))
