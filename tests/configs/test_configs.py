@@ -1,6 +1,7 @@
 """Every config parses and builds its model; the flagship trains a few
 iterations end to end on tiny data with a synthetic DeiT-B checkpoint."""
 
+import ast
 import copy
 import glob
 import os.path as osp
@@ -79,6 +80,58 @@ def test_config_heads_match_data(path):
     cfg = load(path)
     model = cfg.model.get('student', cfg.model)
     assert model.head.num_classes == cfg.data_preprocessor.num_classes, path
+
+
+def test_no_config_lists_the_mhla_clamp_hook():
+    """MHLA keeps its mixing matrix in range itself: no config needs
+    MHLAMixingClampHook."""
+    for path in EXPERIMENTS:
+        hooks = load(path).get('custom_hooks', [])
+        assert all(h.type != 'MHLAMixingClampHook' for h in hooks), path
+
+
+def _without_keyword(tree, index, folder):
+    """The config source of ``tree`` without the ``index``-th keyword of
+    its dict(...) calls, its _base_ paths made absolute."""
+    tree = copy.deepcopy(tree)
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == 'dict'
+    ]
+    found = [(call, kw) for call in calls for kw in call.keywords]
+    call, keyword = found[index]
+    call.keywords.remove(keyword)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value.startswith('.') and node.value.endswith('.py'):
+                node.value = osp.normpath(osp.join(folder, node.value))
+    return ast.unparse(tree), keyword.arg
+
+
+@pytest.mark.parametrize('path', EXPERIMENTS)
+def test_leaves_state_only_what_differs_from_their_bases(path, tmp_path):
+    """Leaving out any one value a leaf config states changes the config:
+    no leaf restates what its bases already set."""
+    full = osp.join(ROOT, path)
+    with open(full) as f:
+        tree = ast.parse(f.read())
+    resolved = load(path).to_dict()
+    count = sum(
+        len(node.keywords)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == 'dict'
+    )
+    for index in range(count):
+        source, name = _without_keyword(tree, index, osp.dirname(full))
+        variant = tmp_path / f'variant{index}.py'
+        variant.write_text(source)
+        cfg = Config.fromfile(str(variant), import_custom_modules=False)
+        assert cfg.to_dict() != resolved, f'{path} restates {name}'
 
 
 def test_every_model_builds(teacher_checkpoint, tmp_path):
