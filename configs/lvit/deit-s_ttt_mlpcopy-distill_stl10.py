@@ -5,6 +5,4 @@
 # DeiT release, ...): --cfg-options model.teacher_checkpoint=PATH
 _base_ = ['../_base_/lvit/deit-s_mlpcopy-distill_stl10.py']
 
-model = dict(student=dict(backbone=dict(
-    attn_cfg=dict(type='TTTAttention'),
-    with_cls_token=False, out_type='avg_featmap', pos_embed_type='sincos')))
+model = dict(student=dict(backbone=dict(attn_cfg=dict(type='TTTAttention'))))

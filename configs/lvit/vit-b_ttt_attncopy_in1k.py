@@ -5,6 +5,4 @@
 # DeiT release, ...): --cfg-options custom_hooks.0.checkpoint=PATH
 _base_ = ['../_base_/lvit/vit-b_attncopy_in1k.py']
 
-model = dict(backbone=dict(
-    attn_cfg=dict(type='TTTAttention'),
-    with_cls_token=False, out_type='avg_featmap', pos_embed_type='sincos'))
+model = dict(backbone=dict(attn_cfg=dict(type='TTTAttention')))

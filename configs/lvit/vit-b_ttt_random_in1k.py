@@ -2,6 +2,4 @@
 # Random init, no distillation, on ImageNet-1K with the paper's recipe.
 _base_ = ['../_base_/lvit/vit-b_random_in1k.py']
 
-model = dict(backbone=dict(
-    attn_cfg=dict(type='TTTAttention'),
-    with_cls_token=False, out_type='avg_featmap', pos_embed_type='sincos'))
+model = dict(backbone=dict(attn_cfg=dict(type='TTTAttention')))

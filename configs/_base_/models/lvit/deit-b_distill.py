@@ -3,9 +3,8 @@
 # attention-module outputs). Set model.teacher_checkpoint to the softmax
 # checkpoint (mmpretrain, timm .pth/.safetensors, official DeiT, ...).
 # Both networks are read from the linear DeiT-B classifier (deit-b.py):
-# - the student is that classifier with its output left to the operator (no
-#   out_type: the class token, or the patch average for operators without
-#   one);
+# - the student is that classifier (its token layout follows the operator:
+#   class token, or none and the patch average for patch-tokens-only ones);
 # - the teacher is the softmax ViT of the same shapes with the same head,
 #   only run by the distiller (no drop path, no init).
 _base_ = ['./deit-b.py']
@@ -13,13 +12,7 @@ _base_ = ['./deit-b.py']
 model = dict(
     _delete_=True,
     type='AttentionDistiller',
-    student=dict(
-        _base_.model,
-        backbone={
-            key: value
-            for key, value in _base_.model.backbone.items()
-            if key != 'out_type'
-        }),
+    student=_base_.model,
     teacher=dict(
         type='ImageClassifier',
         backbone=dict(
