@@ -3,9 +3,11 @@ iterations end to end on tiny data with a synthetic DeiT-B checkpoint."""
 
 import ast
 import copy
+import functools
 import glob
 import os.path as osp
 import subprocess
+import tempfile
 
 import pytest
 import torch
@@ -92,48 +94,79 @@ def test_no_config_lists_the_mhla_clamp_hook():
             assert 'MHLAMixingClampHook' not in f.read(), path
 
 
-def _without_keyword(tree, index, folder):
-    """The config source of ``tree`` without the ``index``-th keyword of
-    its dict(...) calls, its _base_ paths made absolute."""
-    tree = copy.deepcopy(tree)
-    calls = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == 'dict'
-    ]
-    found = [(call, kw) for call in calls for kw in call.keywords]
-    call, keyword = found[index]
-    call.keywords.remove(keyword)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if node.value.startswith('.') and node.value.endswith('.py'):
-                node.value = osp.normpath(osp.join(folder, node.value))
-    return ast.unparse(tree), keyword.arg
+@functools.cache
+def _resolved_bases(base_paths):
+    """The config the ``_base_`` files resolve to, before a leaf adds its
+    own values."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = osp.join(folder, 'bases.py')
+        with open(path, 'w') as f:
+            f.write(f'_base_ = {list(base_paths)!r}\n')
+        return Config.fromfile(path, import_custom_modules=False).to_dict()
+
+
+def _base_paths(tree, folder):
+    """A config's ``_base_`` files as absolute paths."""
+    for statement in tree.body:
+        if (
+            isinstance(statement, ast.Assign)
+            and isinstance(statement.targets[0], ast.Name)
+            and statement.targets[0].id == '_base_'
+        ):
+            paths = ast.literal_eval(statement.value)
+            paths = [paths] if isinstance(paths, str) else paths
+            return tuple(osp.normpath(osp.join(folder, p)) for p in paths)
+    return ()
+
+
+def _stated_values(tree):
+    """(key path, source line) of every value a config states: its
+    top-level names and, inside ``dict(...)`` calls, every keyword (nested
+    dict calls as deeper paths)."""
+
+    def walk(node, path):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == 'dict'
+            and not node.args
+        ):
+            for keyword in node.keywords:
+                if keyword.arg not in (None, '_delete_'):
+                    yield from walk(keyword.value, (*path, keyword.arg))
+        else:
+            yield path, node.lineno
+
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Name) and target.id != '_base_':
+                    yield from walk(statement.value, (target.id,))
+
+
+def _lookup(cfg, path):
+    for key in path:
+        if not isinstance(cfg, dict) or key not in cfg:
+            return KeyError
+        cfg = cfg[key]
+    return cfg
 
 
 @pytest.mark.parametrize('path', EXPERIMENTS)
-def test_leaves_state_only_what_differs_from_their_bases(path, tmp_path):
-    """Leaving out any one value a leaf config states changes the config:
-    no leaf restates what its bases already set."""
+def test_leaves_state_only_what_differs_from_their_bases(path):
+    """Every value a leaf config states differs from what its bases
+    resolve to: no leaf restates a base's value."""
     full = osp.join(ROOT, path)
     with open(full) as f:
         tree = ast.parse(f.read())
-    resolved = load(path).to_dict()
-    count = sum(
-        len(node.keywords)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == 'dict'
-    )
-    for index in range(count):
-        source, name = _without_keyword(tree, index, osp.dirname(full))
-        variant = tmp_path / f'variant{index}.py'
-        variant.write_text(source)
-        cfg = Config.fromfile(str(variant), import_custom_modules=False)
-        assert cfg.to_dict() != resolved, f'{path} restates {name}'
+    resolved = Config.fromfile(full, import_custom_modules=False).to_dict()
+    base = _resolved_bases(_base_paths(tree, osp.dirname(full)))
+    for key_path, line in _stated_values(tree):
+        value = _lookup(resolved, key_path)
+        assert value != _lookup(base, key_path), (
+            f'{path}:{line} restates {".".join(key_path)} = {value!r} '
+            'from its bases'
+        )
 
 
 def test_every_model_builds(teacher_checkpoint, tmp_path):
