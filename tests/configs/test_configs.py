@@ -26,8 +26,15 @@ EXPERIMENTS = [c for c in ALL_CONFIGS if '_base_' not in c]
 FLAGSHIP = 'configs/lvit/vit-b_gla_copy-distill_in1k.py'
 
 
-def load(path):
+@functools.cache
+def _parsed(path):
     return Config.fromfile(osp.join(ROOT, path))
+
+
+def load(path):
+    """The resolved config (parsed once per test session; a copy, so a
+    test may change it)."""
+    return copy.deepcopy(_parsed(path))
 
 
 def structure_key(model_cfg):
@@ -159,7 +166,7 @@ def test_leaves_state_only_what_differs_from_their_bases(path):
     full = osp.join(ROOT, path)
     with open(full) as f:
         tree = ast.parse(f.read())
-    resolved = Config.fromfile(full, import_custom_modules=False).to_dict()
+    resolved = load(path).to_dict()
     base = _resolved_bases(_base_paths(tree, osp.dirname(full)))
     for key_path, line in _stated_values(tree):
         value = _lookup(resolved, key_path)
