@@ -2,6 +2,7 @@
 Triton kernels on CPU under Triton's interpreter (fla_interpreter.py, in a
 subprocess), and on CUDA where there is a GPU."""
 
+import atexit
 import builtins
 import json
 import os
@@ -80,20 +81,33 @@ def test_missing_fla_raises_import_error(monkeypatch):
 # ------------------------------------ fla's kernels under the interpreter
 
 
-@pytest.fixture(scope='module')
-def interpreted():
-    """The report of fla_interpreter.py, run in a fresh interpreter with
-    TRITON_INTERPRET=1 (read when triton is imported) on CPU only."""
+def _start_interpreter():
+    """Start fla_interpreter.py in a fresh interpreter with
+    TRITON_INTERPRET=1 (read when triton is imported) on CPU only. It is
+    started when this module is collected, so that its ~20 s of
+    single-threaded work overlap the rest of the suite; killed at exit if
+    no test read it."""
     env = dict(os.environ, TRITON_INTERPRET='1', CUDA_VISIBLE_DEVICES='')
-    done = subprocess.run(
+    process = subprocess.Popen(
         [sys.executable, str(INTERPRETER_SCRIPT)],
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
     )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])['results']
+    atexit.register(process.kill)
+    return process
+
+
+_INTERPRETER = _start_interpreter()
+
+
+@pytest.fixture(scope='module')
+def interpreted():
+    """The report of fla_interpreter.py (see :func:`_start_interpreter`)."""
+    stdout, stderr = _INTERPRETER.communicate(timeout=600)
+    assert _INTERPRETER.returncode == 0, stderr[-4000:]
+    return json.loads(stdout.strip().splitlines()[-1])['results']
 
 
 def assert_close(report, rtol):
