@@ -520,3 +520,24 @@ def test_wrong_config_errors(kwargs, error, message):
     args.update(kwargs)
     with pytest.raises(error, match=message):
         LinearVisionTransformer(**args)
+
+
+def test_operators_resolve_in_mmpretrain_whatever_the_callers_scope():
+    # As in an mmseg/mmdet config: the caller's scope is another library's,
+    # the backbone named with its scope prefix.
+    from mmengine.registry import MODELS as ROOT_MODELS
+    from mmengine.registry import DefaultScope, Registry
+
+    foreign = Registry('model', parent=ROOT_MODELS, scope='foreign_lib')
+    with DefaultScope.overwrite_default_scope('foreign_lib'):
+        model = foreign.build(
+            dict(
+                type='mmpretrain.LinearVisionTransformer',
+                **TINY_ARGS,
+                attn_cfg=[dict(type='GatedLinearAttention'), SOFTMAX],
+            )
+        )
+    assert [type(layer.attn).__name__ for layer in model.layers] == [
+        'GatedLinearAttention',
+        'SoftmaxAttention',
+    ]

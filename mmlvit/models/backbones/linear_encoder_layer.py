@@ -66,16 +66,20 @@ class LinearTransformerEncoderLayer(BaseModule):
         norm_cfg = norm_cfg or dict(type='LN')
         self.embed_dims = embed_dims
         self.ln1 = build_norm_layer(norm_cfg, embed_dims)
-        self.attn = MODELS.build(
-            dict(
-                embed_dims=embed_dims,
-                num_heads=num_heads,
-                qkv_bias=qkv_bias,
-                attn_drop=attn_drop_rate,
-                proj_drop=drop_rate,
+        # Operators are registered in mmpretrain's MODELS: build them there
+        # whatever scope the caller runs in (e.g. an mmseg or mmdet config
+        # with backbone type 'mmpretrain.LinearVisionTransformer').
+        with MODELS.switch_scope_and_registry('mmpretrain') as registry:
+            self.attn = registry.build(
+                dict(
+                    embed_dims=embed_dims,
+                    num_heads=num_heads,
+                    qkv_bias=qkv_bias,
+                    attn_drop=attn_drop_rate,
+                    proj_drop=drop_rate,
+                )
+                | dict(attn_cfg)
             )
-            | dict(attn_cfg)
-        )
         if layer_scale_init_value > 0:
             self.attn.gamma1 = LayerScale(embed_dims, layer_scale_init_value)
         else:
