@@ -20,7 +20,7 @@ from mmlvit.models.attentions import BaseAttention, registered_operators
 
 REGISTERED = registered_operators()
 OPERATORS = list(REGISTERED)
-LINEAR_OPERATORS = [n for n, c in REGISTERED.items() if c.linear_cost]
+LINEAR_OPERATORS = list(registered_operators(linear_cost=True))
 # Operators whose output is exactly proj(concat_h(A_h v_h)).
 PURE_MAP_OPERATORS = [
     n for n, c in REGISTERED.items() if c.output_is_map_times_values

@@ -55,6 +55,8 @@ def parse_args(argv=None):
         '--operators',
         nargs='+',
         default=None,
+        choices=registered_operators(),
+        metavar='OPERATOR',
         help='registered operator names compared with SoftmaxAttention '
         '(default: every registered linear-cost operator)',
     )
@@ -95,15 +97,9 @@ def parse_args(argv=None):
         help=argparse.SUPPRESS,  # internal: measure memory, print JSON
     )
     args = parser.parse_args(argv)
-    registered = registered_operators()
-    args.operators = args.operators or [
-        name for name, cls in registered.items() if cls.linear_cost
-    ]
-    unknown = sorted(set(args.operators) - set(registered))
-    if unknown:
-        parser.error(
-            f'unknown operators {unknown}; registered: {", ".join(registered)}'
-        )
+    args.operators = args.operators or list(
+        registered_operators(linear_cost=True)
+    )
     args.operators = [name for name in args.operators if name != REFERENCE]
     for n in args.tokens:
         side = math.isqrt(n - 1)

@@ -43,11 +43,6 @@ MODES = ('forward', 'forward+backward')
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 
 
-def registered_linear_operators():
-    """Every registered attention operator whose cost is linear in N."""
-    return [n for n, c in registered_operators().items() if c.linear_cost]
-
-
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Images/s and peak memory of a softmax ViT vs linear '
@@ -57,6 +52,8 @@ def parse_args(argv=None):
         '--operators',
         nargs='+',
         default=None,
+        choices=registered_operators(linear_cost=True),
+        metavar='OPERATOR',
         help='linear attention operators (registered names); default: '
         'every registered one',
     )
@@ -88,13 +85,9 @@ def parse_args(argv=None):
     )
     parser.add_argument('--out-dir', default='work_dirs/benchmark_model')
     args = parser.parse_args(argv)
-    known = registered_linear_operators()
-    args.operators = args.operators or known
-    unknown = sorted(set(args.operators) - set(known))
-    if unknown:
-        parser.error(
-            f'unknown operators {unknown}; registered: {", ".join(known)}'
-        )
+    args.operators = args.operators or list(
+        registered_operators(linear_cost=True)
+    )
     return args
 
 

@@ -208,8 +208,12 @@ class BaseAttention(BaseModule):
         raise NotImplementedError
 
 
-def registered_operators():
+def registered_operators(linear_cost=None):
     """Every attention operator in mmpretrain's ``MODELS`` registry.
+
+    Args:
+        linear_cost (bool, optional): Keep only the operators whose
+            ``linear_cost`` is this (True: the linear-attention operators).
 
     Returns:
         dict[str, type]: Registry name -> :class:`BaseAttention` subclass,
@@ -219,5 +223,7 @@ def registered_operators():
     return {
         name: module
         for name, module in sorted(MODELS.module_dict.items())
-        if isinstance(module, type) and issubclass(module, BaseAttention)
+        if isinstance(module, type)
+        and issubclass(module, BaseAttention)
+        and linear_cost in (None, module.linear_cost)
     }

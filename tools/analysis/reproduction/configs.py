@@ -56,8 +56,8 @@ def linear_operators():
         ValueError: Two registered operators share a short name.
     """
     names = {}
-    for name, cls in registered_operators().items():
-        if not cls.linear_cost or cls.short_name is None:
+    for name, cls in registered_operators(linear_cost=True).items():
+        if cls.short_name is None:
             continue
         if cls.short_name in names:
             raise ValueError(
