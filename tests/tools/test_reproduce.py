@@ -270,14 +270,16 @@ def test_only_operator():
 
 
 def test_a_registered_operator_becomes_a_choice(tool, test_only_operator):
+    from mmpretrain.registry import MODELS
+
     args = tool['cli'].parse_args(['--operators', 'reprotoy', 'gla'])
     assert args.operators == ['reprotoy', 'gla']
     run = tool['records'].Run(
         'mnist-5k', 'reprotoy', 'mlpcopy', False, 0.0, 10, 0
     )
     cfg = tool['configs'].run_config(run, '/teacher.pth', '/work')
-    backbone = cfg.model.backbone
-    assert backbone.attn_cfg == dict(type='ReproduceToyAttention')
+    assert cfg.model.backbone.attn_cfg == dict(type='ReproduceToyAttention')
+    backbone = MODELS.build(cfg.model.backbone)
     assert backbone.with_cls_token is False
     assert backbone.out_type == 'avg_featmap'
     assert backbone.pos_embed_type == 'sincos'

@@ -12,7 +12,6 @@ model = dict(
         in_channels=1,
         drop_rate=0.,
         drop_path_rate=0.,
-        out_type='cls_token',
         init_cfg=[
             dict(type='TruncNormal', layer='Linear', std=.02),
             dict(type='Constant', layer='LayerNorm', val=1., bias=0.),

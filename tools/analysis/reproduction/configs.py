@@ -109,16 +109,9 @@ def run_config(run, teacher, work_dir):
             DISTILL_CONFIG if run.distill else STUDENT_CONFIG
         )
         model = cfg.model.student if run.distill else cfg.model
-        attn = operator_cfg(run.operator)
-        model.backbone.attn_cfg = attn
-        if registered_operators()[attn['type']].patch_tokens_only:
-            # Explicit, though the backbone derives the same from the
-            # operator.
-            model.backbone.update(
-                with_cls_token=False,
-                out_type='avg_featmap',
-                pos_embed_type='sincos',
-            )
+        # The backbone takes its token layout from the operator (no class
+        # token, patch average, sin-cos positions for MHLA and TTT).
+        model.backbone.attn_cfg = operator_cfg(run.operator)
     # Every run trains on the target's data with the target's test split as
     # its (final) evaluation.
     data = Config.fromfile(TARGETS[run.dataset])
