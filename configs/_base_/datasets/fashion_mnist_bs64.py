@@ -13,9 +13,13 @@ test_pipeline = [dict(type='PackInputs')]
 
 # Loading 28 px images costs little; on a 2-core machine worker processes
 # would take cores from the tiny models' compute, so none are started.
+# persistent_workers is stated because launchers other than ours (mim,
+# mmpretrain's tools/train.py) default it to True, which torch refuses
+# without workers.
 train_dataloader = dict(
     batch_size=64,
     num_workers=0,
+    persistent_workers=False,
     dataset=dict(
         type=dataset_type,
         data_root=data_root,
@@ -27,6 +31,7 @@ train_dataloader = dict(
 val_dataloader = dict(
     batch_size=256,
     num_workers=0,
+    persistent_workers=False,
     dataset=dict(
         type=dataset_type,
         data_root=data_root,
