@@ -7,7 +7,7 @@ NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 PORT=${PORT:-29500}
 MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
-PYTHON=${PYTHON:-python}
+source "$(dirname "$0")/find_python.sh"  # sets PYTHON
 
 PYTHONPATH="$(dirname "$0")/..":$PYTHONPATH \
 "$PYTHON" -m torch.distributed.run \

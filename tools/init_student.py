@@ -67,8 +67,33 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def check_out(path):
+    """Fail before any work when the student cannot be saved at ``path``.
+
+    Creates the folder (as saving would) and opens the file for appending,
+    removing it again if it did not exist.
+    """
+    existed = osp.lexists(path)
+    try:
+        if osp.dirname(path):
+            os.makedirs(osp.dirname(path), exist_ok=True)
+        with open(path, 'ab'):
+            pass
+    except OSError as err:
+        reason = err.strerror or str(err)
+        if isinstance(err, FileExistsError):  # makedirs met a file
+            reason = f'{err.filename} is a file, not a folder'
+        raise SystemExit(
+            f'Cannot save the student to --out {path}: {reason}. '
+            'Choose a file in a writable folder.'
+        ) from err
+    if not existed:
+        os.remove(path)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    check_out(args.out)
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
@@ -84,8 +109,6 @@ def main(argv=None):
     )
     report = hook.initialise(model)
     print(report.table())
-    if osp.dirname(args.out):
-        os.makedirs(osp.dirname(args.out), exist_ok=True)
     meta = dict(
         setting=args.setting,
         components=report.policy.components,

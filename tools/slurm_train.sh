@@ -10,7 +10,7 @@ GPUS=${GPUS:-8}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-5}
 SRUN_ARGS=${SRUN_ARGS:-""}
-PYTHON=${PYTHON:-python}
+source "$(dirname "$0")/find_python.sh"  # sets PYTHON
 
 PYTHONPATH="$(dirname "$0")/..":$PYTHONPATH \
 srun -p "${PARTITION}" \
