@@ -1,1 +1,3 @@
-from . import hooks  # noqa: F401
+from . import atomic_files, hooks, optim_wrapper  # noqa: F401
+
+atomic_files.install()

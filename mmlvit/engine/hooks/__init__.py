@@ -1,9 +1,15 @@
+from .checkpoint import SafeCheckpointHook
 from .distill_loss_decay import DistillLossDecayHook
 from .init_hook import SoftmaxToLinearInitHook
 from .mhla_clamp import MHLAMixingClampHook
+from .random_state import RandomStateHook
+from .strict_load import StrictLoadHook
 
 __all__ = [
     'DistillLossDecayHook',
     'MHLAMixingClampHook',
+    'RandomStateHook',
+    'SafeCheckpointHook',
     'SoftmaxToLinearInitHook',
+    'StrictLoadHook',
 ]

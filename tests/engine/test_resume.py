@@ -1,0 +1,159 @@
+"""Resuming through a real mmengine Runner on a Fashion-MNIST subset: a run
+stopped after an epoch and resumed ends bit-identical to the uninterrupted
+run (default pipeline with RandomFlip); --resume refuses files without
+training state and skips checkpoints that do not load."""
+
+import os
+import os.path as osp
+import shutil
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.hooks import Hook
+from mmengine.registry import init_default_scope
+from mmengine.runner import Runner
+from mmpretrain.registry import MODELS
+
+from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
+
+SOFTMAX = 'tests/data/configs/tiny_softmax_fmnist.py'
+GLA_DISTILL = 'tests/data/configs/tiny_gla_distill_fmnist.py'
+
+
+class Stop(Exception):
+    """Stands for a kill after an epoch is complete (saved, validated)."""
+
+
+class StopAfterEpoch(Hook):
+    priority = 'LOWEST'
+
+    def __init__(self, epoch):
+        self.epoch = epoch
+
+    def after_val_epoch(self, runner, metrics=None):
+        if runner.epoch == self.epoch:
+            raise Stop
+
+
+def build_runner(repo_root, config, work_dir, **options):
+    """A Runner as tools/train.py builds it, with the training pipeline of
+    the Fashion-MNIST base (RandomFlip) instead of the tiny config's
+    flip-free one."""
+    init_default_scope('mmpretrain')
+    cfg = Config.fromfile(osp.join(repo_root, config))
+    cfg.train_dataloader.dataset.pipeline = cfg.train_pipeline
+    cfg.randomness = dict(seed=0, deterministic=True)
+    cfg.work_dir = str(work_dir)
+    cfg.merge_from_dict(options)
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        cfg[loader].collate_fn = dict(type='default_collate')
+    return Runner.from_cfg(cfg)
+
+
+def final_weights(runner):
+    return {k: v.clone() for k, v in runner.model.state_dict().items()}
+
+
+@pytest.fixture(scope='module')
+def teacher_ckpt(repo_root, tmp_path_factory):
+    init_default_scope('mmpretrain')
+    cfg = Config.fromfile(osp.join(repo_root, GLA_DISTILL))
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp('teacher') / 'teacher.pth'
+    teacher = MODELS.build(cfg.model.teacher)
+    torch.save(dict(state_dict=teacher.state_dict(), meta=dict()), path)
+    return str(path)
+
+
+@pytest.mark.parametrize('config', [SOFTMAX, GLA_DISTILL])
+def test_resumed_run_is_bit_identical_to_uninterrupted_run(
+    config, tmp_path, repo_root, fashion_mnist_root, teacher_ckpt
+):
+    options = dict(train_cfg=dict(max_epochs=3))
+    if config == GLA_DISTILL:
+        options['model'] = dict(teacher_checkpoint=teacher_ckpt)
+    straight = build_runner(repo_root, config, tmp_path / 'a', **options)
+    straight.train()
+    expected = final_weights(straight)
+
+    first = build_runner(repo_root, config, tmp_path / 'b', **options)
+    first.register_hook(StopAfterEpoch(2))
+    with pytest.raises(Stop):
+        first.train()
+    second = build_runner(
+        repo_root, config, tmp_path / 'b', resume=True, **options
+    )
+    second.train()
+    assert second.train_loop.epoch == 3
+    resumed = final_weights(second)
+    assert expected.keys() == resumed.keys()
+    differ = [k for k in expected if not torch.equal(expected[k], resumed[k])]
+    assert not differ, differ
+
+
+@pytest.fixture(scope='module')
+def finished(repo_root, fashion_mnist_root, tmp_path_factory):
+    """Two epochs of the tiny softmax config with a best checkpoint."""
+    work_dir = tmp_path_factory.mktemp('finished')
+    build_runner(
+        repo_root,
+        SOFTMAX,
+        work_dir,
+        default_hooks=dict(checkpoint=dict(save_best='auto')),
+    ).train()
+    return work_dir
+
+
+@pytest.mark.parametrize('kind', ['best', 'weights-only'])
+def test_resume_of_a_file_without_training_state_is_refused(
+    kind, finished, tmp_path, repo_root
+):
+    best = next(finished.glob('best_*.pth'))
+    path = best
+    if kind == 'weights-only':
+        path = tmp_path / 'weights.pth'
+        torch.save(load_checkpoint_file(best)['state_dict'], path)
+    runner = build_runner(
+        repo_root, SOFTMAX, tmp_path / 'new', resume=True, load_from=str(path)
+    )
+    with pytest.raises(CheckpointError) as err:
+        runner.train()
+    message = str(err.value)
+    assert f'{path} cannot be resumed: it holds no' in message
+    assert 'optimizer' in message
+    assert f'--cfg-options load_from={path} (without --resume)' in message
+
+
+def test_auto_resume_skips_a_corrupt_newest_checkpoint(
+    finished, tmp_path, repo_root, caplog
+):
+    work_dir = tmp_path / 'work'
+    shutil.copytree(finished, work_dir)
+    good = (work_dir / 'epoch_2.pth').read_bytes()
+    (work_dir / 'epoch_3.pth').write_bytes(good[: len(good) // 3])
+    runner = build_runner(
+        repo_root, SOFTMAX, work_dir, resume=True, train_cfg=dict(max_epochs=3)
+    )
+    runner.train()
+    log = open(runner.logger.log_file).read()
+    assert (
+        f'Resuming from {work_dir / "epoch_2.pth"}; skipped newer checkpoints '
+        f'that cannot be resumed: {work_dir / "epoch_3.pth"} (Cannot read '
+    ) in log
+    assert 'resumed epoch: 2' in log
+    assert load_checkpoint_file(work_dir / 'epoch_3.pth')['meta']['epoch'] == 3
+
+
+def test_auto_resume_refuses_to_start_over_when_no_checkpoint_loads(
+    finished, tmp_path, repo_root
+):
+    work_dir = tmp_path / 'work'
+    shutil.copytree(finished, work_dir)
+    for name in os.listdir(work_dir):
+        if name.startswith('epoch_'):
+            (work_dir / name).write_bytes(b'not a checkpoint')
+    runner = build_runner(repo_root, SOFTMAX, work_dir, resume=True)
+    with pytest.raises(CheckpointError, match='none can be resumed'):
+        runner.train()
+    assert (work_dir / 'epoch_2.pth').read_bytes() == b'not a checkpoint'
