@@ -1,0 +1,177 @@
+"""Refuse checkpoints that do not fit the runner's model.
+
+mmengine's ``Runner.load_checkpoint`` (``load_from``, ``tools/test.py``,
+``--resume``) loads with ``strict=False``: a checkpoint of another
+architecture loads "successfully", with a warning per skipped tensor, and
+the run trains or evaluates random weights. The runner calls the hooks'
+``after_load_checkpoint`` after reading the file and before loading it into
+the model, so the check here stops the run before anything is loaded.
+"""
+
+import logging
+import re
+from collections.abc import Mapping
+
+import torch
+from mmengine.hooks import Hook
+from mmengine.logging import print_log
+from mmengine.model import is_model_wrapper
+from mmengine.runner.checkpoint import find_latest_checkpoint
+from mmpretrain.registry import HOOKS
+from torch.nn.parallel import DistributedDataParallel
+
+from mmlvit.checkpoint import CheckpointError
+
+OPT_IN = 'default_hooks.strict_load.allow_partial=True'
+# Not learned, or restored by their module when absent: never a mismatch.
+_IGNORED = re.compile(r'(^|\.)(data_preprocessor\..*|num_batches_tracked)$')
+
+
+class CheckpointMismatchError(CheckpointError):
+    """A checkpoint's tensors do not fit the model it is loaded into."""
+
+
+@HOOKS.register_module()
+class StrictLoadHook(Hook):
+    """Stop ``load_from``, ``tools/test.py`` and ``--resume`` when the
+    checkpoint does not fit the model.
+
+    Before the runner loads a checkpoint into its model, the checkpoint's
+    state dict is compared with the model's: tensors of another shape, model
+    weights absent from the file and tensors of the file the model lacks are
+    an error that names the file and the keys. A model that saves and loads
+    its own layout (the ``AttentionDistiller`` saves its student alone and
+    accepts such files) is compared with what it saves.
+
+    Args:
+        allow_partial (bool): Load what matches and warn about the rest
+            (e.g. a classifier fine-tuned with a new head), as mmengine does
+            by default. Set it with ``--cfg-options
+            default_hooks.strict_load.allow_partial=True``. Defaults to
+            False.
+        revise_keys (list[tuple[str, str]]): The (pattern, replacement)
+            pairs the runner applies to the checkpoint's keys before loading
+            (``Runner.load_checkpoint``'s default: strip ``module.``).
+    """
+
+    priority = 'VERY_HIGH'  # before hooks that load the weights themselves
+
+    def __init__(self, allow_partial=False, revise_keys=((r'^module\.', ''),)):
+        self.allow_partial = allow_partial
+        self.revise_keys = [tuple(pair) for pair in revise_keys]
+
+    def after_load_checkpoint(self, runner, checkpoint):
+        model = runner.model
+        if isinstance(model, DistributedDataParallel):
+            model = model.module
+        elif is_model_wrapper(model):
+            return  # FSDP, DeepSpeed, ...: their state dicts are not compared
+        state = checkpoint.get('state_dict', checkpoint)
+        if not isinstance(state, Mapping):
+            return  # mmengine's loader reports it
+        found = {}
+        for key, value in state.items():
+            for pattern, replacement in self.revise_keys:
+                key = re.sub(pattern, replacement, key)
+            if isinstance(value, torch.Tensor):
+                found[key] = tuple(value.shape)
+        problems = compare(found, model)
+        if not problems:
+            return
+        name = _checkpoint_name(runner)
+        if self.allow_partial:
+            print_log(
+                f'Loading only the matching tensors of {name} '
+                f'({OPT_IN}): {problems}.',
+                logger='current',
+                level=logging.WARNING,
+            )
+            return
+        raise CheckpointMismatchError(
+            f'Checkpoint {name} does not fit the model: {problems}. Loaded '
+            'anyway, the run would use a model that is not the one in the '
+            'file (unmatched weights keep their initialisation). Use the '
+            'config the checkpoint was trained with (architecture, '
+            'depth, width, number of classes), or the checkpoint this config '
+            'was trained for. To load only the matching tensors on purpose '
+            f'(e.g. fine-tuning with a new head), add --cfg-options {OPT_IN}.'
+        )
+
+
+def compare(found, model):
+    """Describe how a checkpoint's tensors differ from a model's.
+
+    Args:
+        found (dict[str, tuple]): The checkpoint's keys and shapes.
+        model (nn.Module): The model it is loaded into.
+
+    Returns:
+        str: Shape mismatches, model weights absent from the checkpoint and
+        checkpoint tensors the model lacks, with counts and a few keys each;
+        empty when the checkpoint fits.
+    """
+    # What the model saves (its state_dict hooks applied) and what its
+    # parameters and buffers are called: a checkpoint may hold either.
+    saved = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    layouts = [saved, _parameter_shapes(model)]
+    expected = max(layouts, key=lambda layout: len(layout.keys() & found))
+    shapes = [
+        f'{k} (file {_dims(found[k])}, model {_dims(expected[k])})'
+        for k in expected
+        if k in found and found[k] != expected[k]
+    ]
+    missing = [
+        k for k in expected if k not in found and not _IGNORED.search(k)
+    ]
+    extra = [k for k in found if k not in expected and not _IGNORED.search(k)]
+    parts = []
+    if shapes:
+        parts.append(
+            f'{len(shapes)} tensors have another shape: {_few(shapes)}'
+        )
+    if missing:
+        parts.append(
+            f'{len(missing)} model weights are not in the file: '
+            f'{_few(missing)}'
+        )
+    if extra:
+        parts.append(
+            f'{len(extra)} tensors of the file are not in the model: '
+            f'{_few(extra)}'
+        )
+    return '; '.join(parts)
+
+
+def _parameter_shapes(model):
+    """Parameters and persistent buffers by their module path."""
+    shapes = {}
+    for path, module in model.named_modules(remove_duplicate=False):
+        prefix = f'{path}.' if path else ''
+        for name, tensor in module._parameters.items():
+            if tensor is not None:
+                shapes[prefix + name] = tuple(tensor.shape)
+        for name, tensor in module._buffers.items():
+            if (
+                tensor is not None
+                and name not in module._non_persistent_buffers_set
+            ):
+                shapes[prefix + name] = tuple(tensor.shape)
+    return shapes
+
+
+def _dims(shape):
+    return 'x'.join(map(str, shape)) or 'scalar'
+
+
+def _few(items, limit=3):
+    more = len(items) - limit
+    return ', '.join(items[:limit]) + (f' and {more} more' if more > 0 else '')
+
+
+def _checkpoint_name(runner):
+    """The file being loaded: ``load_from``/``--resume PATH``/the file
+    auto-resume chose, else the newest checkpoint of the work dir."""
+    name = getattr(runner, '_load_from', None)
+    if name is None and getattr(runner, '_resume', False):
+        name = find_latest_checkpoint(runner.work_dir)
+    return name or 'the checkpoint'

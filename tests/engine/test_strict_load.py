@@ -1,0 +1,175 @@
+"""A checkpoint that does not fit the runner's model (load_from,
+tools/test.py, --resume) stops the run with an error naming the file and the
+keys; ``allow_partial`` opts in to partial loads; the legitimate layouts (a
+distiller's student-only checkpoint, ``module.`` prefixes) still load."""
+
+import copy
+import os.path as osp
+import subprocess
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import init_default_scope
+from mmengine.runner import Runner
+from mmpretrain.registry import MODELS
+
+from mmlvit.engine.hooks.strict_load import CheckpointMismatchError
+
+TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
+DISTILL = 'tests/data/configs/tiny_gla_distill_fmnist.py'
+OPT_IN = 'default_hooks.strict_load.allow_partial=True'
+
+
+def config(repo_root, name, work_dir, **options):
+    cfg = Config.fromfile(osp.join(repo_root, name))
+    cfg.work_dir = str(work_dir)
+    cfg.merge_from_dict(options)  # what --cfg-options does
+    return cfg
+
+
+def save(path, state_dict, **extra):
+    torch.save(
+        dict(meta=dict(epoch=1, iter=4), state_dict=state_dict, **extra), path
+    )
+    return path
+
+
+@pytest.fixture(scope='module')
+def ckpts(repo_root, tmp_path_factory):
+    """Synthetic checkpoints in mmengine's format: the tiny softmax ViT
+    (32 wide, 2 blocks), one 16 wide with 3 blocks, the tiny ViT without
+    its second block, and a GLA distiller's student-only checkpoint."""
+    init_default_scope('mmpretrain')
+    folder = tmp_path_factory.mktemp('ckpts')
+    tiny = Config.fromfile(osp.join(repo_root, TINY)).model
+    torch.manual_seed(0)
+    teacher = MODELS.build(tiny).state_dict()
+    other = copy.deepcopy(tiny)
+    other.backbone.arch.update(embed_dims=16, num_layers=3)
+    other.head.in_channels = 16
+    distill = Config.fromfile(osp.join(repo_root, DISTILL)).model
+    distill.teacher_checkpoint = str(save(folder / 'teacher.pth', teacher))
+    student = MODELS.build(distill).state_dict()
+    return dict(
+        teacher=folder / 'teacher.pth',
+        other=save(folder / 'other.pth', MODELS.build(other).state_dict()),
+        shallow=save(
+            folder / 'shallow.pth',
+            {
+                k: v
+                for k, v in teacher.items()
+                if 'backbone.layers.1.' not in k
+            },
+        ),
+        # Saved from a DDP-wrapped model: the runner strips `module.`.
+        student=save(
+            folder / 'student.pth',
+            {f'module.{k}': v for k, v in student.items()},
+        ),
+        student_state=student,
+    )
+
+
+def test_test_tool_refuses_a_checkpoint_of_another_architecture(
+    ckpts, tmp_path, repo_root, python, fashion_mnist_root
+):
+    out = subprocess.run(
+        [
+            python,
+            'tools/test.py',
+            TINY,
+            str(ckpts['other']),
+            '--work-dir',
+            str(tmp_path),
+        ],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode != 0
+    error = out.stderr.strip().splitlines()[-1]
+    assert f'Checkpoint {ckpts["other"]} does not fit the model' in error
+    assert '29 tensors have another shape: backbone.cls_token ' in error
+    assert '(file 1x1x16, model 1x1x32)' in error
+    assert (
+        '12 tensors of the file are not in the model: backbone.layers.2'
+        in error
+    )
+    assert f'--cfg-options {OPT_IN}' in error
+    assert 'Epoch(test)' not in out.stdout
+
+
+def test_load_from_with_missing_weights_stops_before_training(
+    ckpts, tmp_path, repo_root, fashion_mnist_root
+):
+    cfg = config(repo_root, TINY, tmp_path, load_from=str(ckpts['shallow']))
+    runner = Runner.from_cfg(cfg)
+    with pytest.raises(CheckpointMismatchError) as err:
+        runner.train()
+    assert str(err.value).startswith(
+        f'Checkpoint {ckpts["shallow"]} does not fit the model: 12 model '
+        'weights are not in the file: backbone.layers.1.ln1.weight, '
+        'backbone.layers.1.ln1.bias, backbone.layers.1.attn.qkv.weight and '
+        '9 more.'
+    )
+    assert not list(tmp_path.glob('epoch_*.pth'))
+
+
+def test_resume_of_another_architecture_is_refused(
+    ckpts, tmp_path, repo_root, fashion_mnist_root
+):
+    path = tmp_path / 'resumable.pth'
+    state = torch.load(ckpts['other'], weights_only=True)['state_dict']
+    save(path, state, optimizer=dict(state={}, param_groups=[]))
+    cfg = config(repo_root, TINY, tmp_path, load_from=str(path), resume=True)
+    runner = Runner.from_cfg(cfg)
+    with pytest.raises(
+        CheckpointMismatchError, match='resumable.pth does not fit'
+    ):
+        runner.train()
+
+
+def test_allow_partial_loads_what_matches_with_a_warning(
+    ckpts, tmp_path, repo_root, fashion_mnist_root
+):
+    cfg = config(
+        repo_root,
+        TINY,
+        tmp_path,
+        load_from=str(ckpts['shallow']),
+        **{OPT_IN.split('=')[0]: True},
+    )
+    runner = Runner.from_cfg(cfg)
+    runner.test()
+    expected = torch.load(ckpts['shallow'], weights_only=True)['state_dict']
+    loaded = runner.model.state_dict()
+    key = 'backbone.layers.0.attn.qkv.weight'
+    assert torch.equal(loaded[key], expected[key])
+    (log,) = tmp_path.glob('*/*.log')
+    assert (
+        f'WARNING - Loading only the matching tensors of {ckpts["shallow"]} '
+        f'({OPT_IN}): 12 model weights are not in the file'
+    ) in log.read_text()
+
+
+@pytest.mark.parametrize('model', ['distiller', 'classifier'])
+def test_student_checkpoint_loads(
+    model, ckpts, tmp_path, repo_root, fashion_mnist_root
+):
+    cfg = config(
+        repo_root,
+        DISTILL,
+        tmp_path,
+        load_from=str(ckpts['student']),
+        **{'model.teacher_checkpoint': str(ckpts['teacher'])},
+    )
+    if model == 'classifier':  # the student alone, as tools/test.py runs it
+        cfg.model = cfg.model.student
+        cfg.custom_hooks = []
+    runner = Runner.from_cfg(cfg)
+    runner.test()
+    assert runner.model.state_dict().keys() == ckpts['student_state'].keys()
+    for key, value in runner.model.state_dict().items():
+        assert torch.equal(value, ckpts['student_state'][key]), key
