@@ -1,6 +1,8 @@
 """AttentionDistiller: a student trained against a frozen softmax teacher."""
 
 import copy
+import logging
+import re
 
 import torch
 import torch.nn as nn
@@ -14,17 +16,21 @@ from mmlvit.transfer import load_softmax_checkpoint
 from .recorder import AttentionRecording, attention_modules
 
 STUDENT, TEACHER = 'student.', 'teacher.'
+_BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')
 
 
 def load_teacher_weights(teacher, checkpoint):
     """Load a softmax checkpoint (mmpretrain, timm, DeiT, MAE, ... files,
     read by ``mmlvit.transfer.load_softmax_checkpoint``) into the teacher.
 
-    Every teacher parameter must come from the file; keys the teacher lacks
-    (e.g. a head it was built without) are skipped with a warning.
+    The file must hold the teacher's architecture: every teacher parameter
+    comes from it with the same shape, and it has no blocks beyond the
+    teacher's depth. Keys of other parts the teacher lacks (e.g. a head it
+    was built without) are skipped with a warning.
 
     Raises:
-        CheckpointError: The file leaves teacher parameters unset.
+        CheckpointError: The file's depth or shapes differ from the teacher
+            config's, or it leaves teacher parameters unset.
         ValueError: No checkpoint is given.
     """
     if not checkpoint:
@@ -35,12 +41,50 @@ def load_teacher_weights(teacher, checkpoint):
             'DINO, MoCo v3 or iBOT checkpoint).'
         )
     state = load_softmax_checkpoint(checkpoint)
+    own = teacher.state_dict()
+    fix = (
+        'Set the teacher config (and the student) to the architecture of '
+        'the checkpoint, or give model.teacher_checkpoint a checkpoint of '
+        'the configured teacher.'
+    )
+    found_arch, own_arch = _vit_arch(state), _vit_arch(own)
+    depth = (
+        f'the file holds {found_arch[0]} transformer blocks, the teacher '
+        f'config builds {own_arch[0]} (model.teacher.backbone.arch '
+        'num_layers)'
+    )
+    if found_arch[0] > own_arch[0]:
+        raise CheckpointError(
+            f'Teacher checkpoint {checkpoint} is deeper than the teacher: '
+            f'{depth}, so the teacher would be silently truncated. {fix}'
+        )
+    shapes = [
+        f'{k} (file {_dims(state[k])}, teacher {_dims(v)})'
+        for k, v in own.items()
+        if k in state and state[k].shape != v.shape
+    ]
+    if shapes:
+        width = ''
+        if found_arch[1] != own_arch[1]:
+            width = (
+                f': the checkpoint is {found_arch[1]} wide, the teacher '
+                f'config {own_arch[1]} (arch embed_dims)'
+            )
+        raise CheckpointError(
+            f'Teacher checkpoint {checkpoint} does not fit the teacher '
+            f'config{width}. {len(shapes)} tensors have another shape: '
+            f'{", ".join(shapes[:3])}'
+            + (f' and {len(shapes) - 3} more' if len(shapes) > 3 else '')
+            + f'. {fix}'
+        )
     missing, unexpected = teacher.load_state_dict(state, strict=False)
     if missing:
         raise CheckpointError(
             f'Teacher checkpoint {checkpoint} leaves {len(missing)} teacher '
             f'parameters unset (e.g. {", ".join(missing[:5])}): it does not '
-            'match the teacher config.'
+            f'match the teacher config'
+            + (f' ({depth})' if found_arch[0] != own_arch[0] else '')
+            + f'. {fix}'
         )
     if unexpected:
         print_log(
@@ -48,7 +92,24 @@ def load_teacher_weights(teacher, checkpoint):
             f'teacher does not have were skipped (e.g. '
             f'{", ".join(unexpected[:5])}).',
             logger='current',
+            level=logging.WARNING,
         )
+
+
+def _vit_arch(state):
+    """(blocks, width) of a ViT classifier state dict in mmpretrain keys;
+    width is None when no patch embedding is found."""
+    blocks = {
+        int(match.group(1))
+        for match in map(_BLOCK.match, state)
+        if match is not None
+    }
+    embed = state.get('backbone.patch_embed.projection.weight')
+    return len(blocks), None if embed is None else embed.shape[0]
+
+
+def _dims(tensor):
+    return 'x'.join(map(str, tensor.shape)) or 'scalar'
 
 
 def _student_key(key, prefix):
