@@ -8,19 +8,28 @@ allow-listed here, one by one; ``weights_only`` is never turned off.
 
 ``load_checkpoint_file`` reads ``.pth``/``.pt``/``.bin`` pickles and
 ``.safetensors`` files and turns the low-level failures (refused pickle,
-truncated zip, missing file) into errors that name the file and the fix.
+truncated zip, missing file) into errors that name the file and the fix. A
+refused pickle is named by the global it asks for; bytes that are not a
+pickle are a corrupt file, not an unsafe one. torch's own advice (re-run
+with ``weights_only=False``) is never passed on.
 It also serves mmengine's local-path scheme, so ``load_from``, ``--resume``
 and ``init_cfg=dict(type='Pretrained')`` get the same checks and messages.
 """
 
+import io
 import os.path as osp
 import pickle
+import pickletools
+import re
+import struct
 import zipfile
 
 import numpy as np
 import torch
 from mmengine.logging.history_buffer import HistoryBuffer
 from mmengine.runner.checkpoint import CheckpointLoader
+from torch import _weights_only_unpickler
+from torch.serialization import UNSAFE_MESSAGE
 
 
 class CheckpointError(RuntimeError):
@@ -120,41 +129,129 @@ def load_checkpoint_file(filename, map_location='cpu'):
             filename, map_location=map_location, weights_only=True
         )
     except pickle.UnpicklingError as err:
-        if 'Weights only load failed' in str(err):
-            detail = str(err).split('\n')
-            culprit = next(
-                (
-                    line.strip()
-                    for line in detail
-                    if 'Unsupported global' in line
-                    or 'Unsupported operand' in line
-                ),
-                detail[0],
-            )
+        # torch's message advises turning weights_only off: it is replaced
+        # (and its traceback dropped) by one that names what was refused.
+        culprit = _refused_global(str(err), filename)
+        if culprit is not None:
             raise UnsafeCheckpointError(
-                f'Refused to load {filename}: it pickles objects that are '
-                f'not plain tensors or allow-listed types ({culprit}), and '
-                'unpickling them could execute code. Nothing from the file '
-                'was run. If the file comes from a source you trust, '
-                're-save its tensors (e.g. as .safetensors or a dict of '
-                'tensors) and load that instead.'
-            ) from err
+                f'Refused to load {filename}: its pickle calls {culprit}, '
+                'which is neither a tensor nor an allow-listed type, and '
+                'unpickling it could execute code. Nothing from the file was '
+                'run. Do not load this file; if it comes from a source you '
+                'trust, get its weights as .safetensors or as a plain dict of '
+                'tensors instead.'
+            ) from None
+        reason = _unreadable_reason(str(err))
         raise CheckpointError(
-            f'Cannot read checkpoint {filename}: the file is corrupt or is '
-            f'not a torch checkpoint ({err}).'
-        ) from err
+            f'Cannot read checkpoint {filename}: {reason}. The file is '
+            'corrupt, of another format or pickled with a protocol '
+            'torch.load does not support: re-download it, or re-save it '
+            'with torch.save (default protocol) or as .safetensors.'
+        ) from None
     except (
         RuntimeError,
         EOFError,
+        IndexError,
+        KeyError,
+        TypeError,
+        struct.error,
         zipfile.BadZipFile,
         OSError,
         ValueError,
     ) as err:
+        # Some of torch's messages (TorchScript archives) carry the same
+        # advice to turn weights_only off.
+        detail = str(err).replace(UNSAFE_MESSAGE, '').strip()
         raise CheckpointError(
             f'Cannot read checkpoint {filename}: the file is truncated or '
-            f'corrupt ({type(err).__name__}: {err}). Re-download or re-save '
-            'it.'
-        ) from err
+            f'corrupt ({type(err).__name__}: {detail}). Re-download or '
+            're-save it.'
+        ) from None
+
+
+# torch's refusals of a global it would import, and of an object it would
+# call (a function or class reached through an allowed global).
+_REFUSED_GLOBAL = re.compile(
+    r'GLOBAL (\S+) (?:was not an allowed global|whose module)'
+)
+_REFUSED_CALLS = (
+    r'call reduce for unrecognized function (.+?)(?: which belongs.*)?$',
+    r'create new object .* but got (.+)$',
+    r'(getattr\(.*\)) is not allowed',
+)
+_DOTTED_NAME = re.compile(r'^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$')
+_STRING_OPCODES = {'SHORT_BINUNICODE', 'BINUNICODE', 'BINUNICODE8'}
+_STRING_OPCODES |= {'UNICODE', 'SHORT_BINSTRING', 'BINSTRING', 'STRING'}
+
+
+def _refused_global(message, filename):
+    """The global or call that torch refused to unpickle, or None when the
+    file is simply not a readable pickle."""
+    match = _REFUSED_GLOBAL.search(message)
+    if match:
+        name = match.group(1)
+        # torch names builtins without their module ('eval').
+        name = name if '.' in name else f'builtins.{name}'
+        return name if _DOTTED_NAME.match(name) else None  # else garbage
+    for line in message.splitlines():
+        for pattern in _REFUSED_CALLS:
+            match = re.search(pattern, line)
+            if match:
+                return match.group(1).strip()
+    if 'Unsupported operand' not in message:
+        return None
+    # torch stopped at an opcode it does not handle: a protocol it cannot
+    # read, garbage, or an importing opcode. Name what the pickle imports.
+    allowed = set(_weights_only_unpickler._get_allowed_globals())
+    allowed |= set(_weights_only_unpickler._get_user_allowed_globals())
+    imported = [g for g in _pickled_globals(filename) if g not in allowed]
+    return ', '.join(dict.fromkeys(imported)) or None
+
+
+def _pickled_globals(filename, limit=1 << 26):
+    """The globals (``module.name``) that the file's pickles import, read
+    without unpickling: opcodes are only listed (:mod:`pickletools`)."""
+    try:
+        if zipfile.is_zipfile(filename):
+            with zipfile.ZipFile(filename) as archive:
+                name = next(
+                    n for n in archive.namelist() if n.endswith('data.pkl')
+                )
+                data = archive.read(name)
+        else:
+            with open(filename, 'rb') as file:
+                data = file.read(limit)
+    except (OSError, StopIteration, zipfile.BadZipFile):
+        return []
+    stream, found, strings = io.BytesIO(data), [], []
+    try:
+        while stream.tell() < len(data):  # a legacy file holds several
+            for opcode, arg, _ in pickletools.genops(stream):
+                if opcode.name in ('GLOBAL', 'INST'):
+                    found.append(arg.replace(' ', '.'))
+                elif opcode.name == 'STACK_GLOBAL' and len(strings) >= 2:
+                    found.append('.'.join(strings[-2:]))
+                elif opcode.name in _STRING_OPCODES:
+                    strings.append(str(arg))
+    except Exception:  # noqa: BLE001 - garbage ends the listing
+        pass
+    return [name for name in found if _DOTTED_NAME.match(name)]
+
+
+def _unreadable_reason(message):
+    operand = re.search(r'Unsupported operand (\d+)', message)
+    if operand:
+        code = int(operand.group(1))
+        opcode = pickletools.code2op.get(chr(code))
+        name = f', opcode {opcode.name}' if opcode else ''
+        return (
+            "it is not a pickle torch's safe loader reads (it stopped at "
+            f'byte {code:#04x}{name})'
+        )
+    needs_import = re.search(r'\S+ must be imported to load \w+', message)
+    if needs_import:
+        return needs_import.group(0)
+    return 'its pickle is malformed'
 
 
 def _load_safetensors(filename, map_location):

@@ -1,7 +1,9 @@
 """Checkpoints load safely (weights_only + allow-list) with clear errors."""
 
 import os
+import pickle
 import subprocess
+import traceback
 
 import pytest
 import torch
@@ -44,6 +46,14 @@ def test_mmengine_objects_load(tmp_path):
     assert ckpt['meta']['seed'] == 3
 
 
+SYSTEM = f'{os.system.__module__}.system'  # posix.system on Linux
+
+
+def _shown_to_user(err):
+    """The error as a traceback prints it, chained exceptions included."""
+    return ''.join(traceback.format_exception(err))
+
+
 def test_code_executing_pickle_is_refused(tmp_path):
     marker = tmp_path / 'pwned'
     path = tmp_path / 'evil.pth'
@@ -51,9 +61,57 @@ def test_code_executing_pickle_is_refused(tmp_path):
     with pytest.raises(UnsafeCheckpointError, match='evil.pth'):
         load_checkpoint_file(path)
     # mmengine's own loader (load_from, --resume, init_cfg) is routed too.
-    with pytest.raises(UnsafeCheckpointError, match='Refused'):
+    with pytest.raises(UnsafeCheckpointError) as err:
         CheckpointLoader.load_checkpoint(str(path))
+    assert str(err.value) == (
+        f'Refused to load {path}: its pickle calls {SYSTEM}, which is '
+        'neither a tensor nor an allow-listed type, and unpickling it could '
+        'execute code. Nothing from the file was run. Do not load this '
+        'file; if it comes from a source you trust, get its weights as '
+        '.safetensors or as a plain dict of tensors instead.'
+    )
+    # torch's advice to turn the check off reaches the user nowhere.
+    assert 'weights_only' not in _shown_to_user(err.value)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    'payload',
+    [
+        # Protocol 0: the INST opcode imports and calls in one step.
+        b"(S'touch MARKER'\nios\nsystem\n.",
+        # Protocol 4 (STACK_GLOBAL, framing), as pickle.dumps writes it.
+        'protocol-4',
+    ],
+)
+def test_pickles_torch_cannot_parse_still_name_the_call(tmp_path, payload):
+    marker = tmp_path / 'pwned'
+    if payload == 'protocol-4':
+        payload = pickle.dumps(_RunsCode(marker), protocol=4)
+        name = SYSTEM
+    else:
+        payload = payload.replace(b'MARKER', str(marker).encode())
+        name = 'os.system'
+    path = tmp_path / 'evil.pkl'
+    path.write_bytes(payload)
+    with pytest.raises(UnsafeCheckpointError) as err:
+        load_checkpoint_file(path)
+    assert f'its pickle calls {name}, which' in str(err.value)
+    assert 'weights_only' not in _shown_to_user(err.value)
+    assert not marker.exists()
+
+
+def test_random_bytes_are_a_corrupt_file_not_an_unsafe_one(tmp_path):
+    generator = torch.Generator().manual_seed(0)
+    path = tmp_path / 'noise.pth'
+    for size in [1, 2, 7, 64, 4096] * 40:
+        noise = torch.randint(0, 256, (size,), generator=generator)
+        path.write_bytes(bytes(noise.to(torch.uint8).tolist()))
+        with pytest.raises(CheckpointError) as err:
+            load_checkpoint_file(path)
+        assert type(err.value) is CheckpointError, str(err.value)
+        assert str(err.value).startswith(f'Cannot read checkpoint {path}: ')
+        assert 'weights_only' not in _shown_to_user(err.value)
 
 
 def test_getattr_gadget_is_refused(tmp_path):
@@ -83,8 +141,15 @@ def test_truncated_checkpoint(tmp_path):
 def test_garbage_and_missing_files(tmp_path):
     path = tmp_path / 'garbage.pth'
     path.write_bytes(b'not a checkpoint at all')
-    with pytest.raises(CheckpointError, match='garbage.pth'):
+    with pytest.raises(CheckpointError) as err:
         load_checkpoint_file(path)
+    assert str(err.value) == (
+        f"Cannot read checkpoint {path}: it is not a pickle torch's safe "
+        'loader reads (it stopped at byte 0x6e). The file is corrupt, of '
+        'another format or pickled with a protocol torch.load does not '
+        'support: re-download it, or re-save it with torch.save (default '
+        'protocol) or as .safetensors.'
+    )
     with pytest.raises(FileNotFoundError, match='missing.pth'):
         load_checkpoint_file(tmp_path / 'missing.pth')
 
