@@ -88,39 +88,63 @@ class BlockwiseDistillLoss(DistillLoss):
     def match_tokens(
         self, student, teacher, student_extra, teacher_extra, dim=1
     ):
-        """Cut two token sequences to the tokens that are compared.
+        """:func:`match_tokens` with this loss's ``tokens`` choice."""
+        return match_tokens(
+            student,
+            teacher,
+            student_extra,
+            teacher_extra,
+            tokens=self.tokens,
+            dim=dim,
+            owner=type(self).__name__,
+        )
 
-        Args:
-            student (Tensor): Student tokens along ``dim`` (extra tokens,
-                e.g. the class token, first, then the patches).
-            teacher (Tensor): Teacher tokens along ``dim``.
-            student_extra (int | None): Non-patch tokens of the student.
-            teacher_extra (int | None): Non-patch tokens of the teacher.
-            dim (int): The token dimension.
 
-        Returns:
-            tuple[Tensor, Tensor]: Views with the same number of tokens.
-        """
-        if self.tokens == 'all' and student_extra == teacher_extra:
-            kind = 'tokens'
-        elif student_extra is None or teacher_extra is None:
-            raise ValueError(
-                f'{type(self).__name__}: matching patch tokens needs the '
-                'backbones to state their num_extra_tokens (as mmpretrain '
-                'VisionTransformer does).'
-            )
-        else:
-            kind = 'patch tokens'
-            student = student.narrow(
-                dim, student_extra, student.shape[dim] - student_extra
-            )
-            teacher = teacher.narrow(
-                dim, teacher_extra, teacher.shape[dim] - teacher_extra
-            )
-        if student.shape[dim] != teacher.shape[dim]:
-            raise ValueError(
-                f'{type(self).__name__}: the student has '
-                f'{student.shape[dim]} {kind}, the teacher '
-                f'{teacher.shape[dim]}: they must see the same patch grid.'
-            )
-        return student, teacher
+def match_tokens(
+    student,
+    teacher,
+    student_extra,
+    teacher_extra,
+    tokens='all',
+    dim=1,
+    owner='Distillation',
+):
+    """Cut a student's and a teacher's token sequences to the tokens that
+    are compared: all of them, or the patch tokens when ``tokens='patch'``
+    or when the two have different numbers of extra (class) tokens.
+
+    Args:
+        student (Tensor): Student tokens along ``dim`` (extra tokens,
+            e.g. the class token, first, then the patches).
+        teacher (Tensor): Teacher tokens along ``dim``.
+        student_extra (int | None): Non-patch tokens of the student.
+        teacher_extra (int | None): Non-patch tokens of the teacher.
+        tokens (str): ``'all'`` or ``'patch'``.
+        dim (int): The token dimension.
+        owner (str): Named in error messages.
+
+    Returns:
+        tuple[Tensor, Tensor]: Views with the same number of tokens.
+    """
+    if tokens == 'all' and student_extra == teacher_extra:
+        kind = 'tokens'
+    elif student_extra is None or teacher_extra is None:
+        raise ValueError(
+            f'{owner}: matching patch tokens needs the backbones to state '
+            'their num_extra_tokens (as mmpretrain VisionTransformer does).'
+        )
+    else:
+        kind = 'patch tokens'
+        student = student.narrow(
+            dim, student_extra, student.shape[dim] - student_extra
+        )
+        teacher = teacher.narrow(
+            dim, teacher_extra, teacher.shape[dim] - teacher_extra
+        )
+    if student.shape[dim] != teacher.shape[dim]:
+        raise ValueError(
+            f'{owner}: the student has {student.shape[dim]} {kind}, the '
+            f'teacher {teacher.shape[dim]}: they must see the same patch '
+            'grid.'
+        )
+    return student, teacher
