@@ -15,7 +15,10 @@ from mmengine.runner import Runner
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.datasets import check_data_roots
-from mmlvit.engine.dist import init_cpu_distributed
+from mmlvit.engine.dist import (
+    explain_collective_timeout,
+    init_cpu_distributed,
+)
 
 
 def parse_args(argv=None):
@@ -78,7 +81,8 @@ def main(argv=None):
         if 'runner_type' not in cfg
         else RUNNERS.build(cfg)
     )
-    metrics = runner.test()
+    with explain_collective_timeout(cfg):
+        metrics = runner.test()
     if args.out:
         from mmengine.fileio import dump
 

@@ -18,7 +18,10 @@ from mmengine.runner import Runner
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.datasets import check_data_roots
-from mmlvit.engine.dist import init_cpu_distributed
+from mmlvit.engine.dist import (
+    explain_collective_timeout,
+    init_cpu_distributed,
+)
 
 DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 
@@ -133,7 +136,8 @@ def main(argv=None):
         if 'runner_type' not in cfg
         else RUNNERS.build(cfg)
     )
-    runner.train()
+    with explain_collective_timeout(cfg):
+        runner.train()
 
 
 if __name__ == '__main__':

@@ -1,14 +1,41 @@
-"""Distributed runs without GPUs.
+"""Distributed runs: CPU-only process groups and the collective timeout.
 
 mmengine 0.10.7's ``init_dist`` always calls ``torch.cuda.set_device``, so a
 ``torchrun`` launch on a CPU-only machine fails before training starts. Here
 the process group is created with gloo first; mmengine then finds it
 initialised. Its default DDP wrapper passes ``device_ids=[LOCAL_RANK]``,
 which DDP rejects for CPU modules, so the wrapper is configured without.
+
+``env_cfg.dist_cfg.timeout`` (seconds, as mmengine's ``init_dist`` takes it)
+bounds how long a collective (gradient all-reduce, barrier, broadcast) waits
+for the other ranks. mmengine passes it to the process group on GPU; here it
+is passed on CPU too. When it expires, :func:`explain_collective_timeout`
+turns the backend's message into one that says what happened.
 """
+
+import contextlib
+import datetime
+import re
 
 import torch
 import torch.distributed as torch_dist
+
+# Texts of gloo's and NCCL's timeout errors (torch 2.x).
+_TIMEOUT_PATTERN = re.compile(
+    r'timed out|timeout|watchdog caught collective', re.IGNORECASE
+)
+
+
+class CollectiveTimeoutError(RuntimeError):
+    """A collective operation did not complete within the configured
+    timeout: another rank is hung, stopped or unreachable."""
+
+
+def collective_timeout(cfg):
+    """``env_cfg.dist_cfg.timeout`` in seconds, or None (torch's default:
+    30 minutes for gloo, 10 for NCCL)."""
+    dist_cfg = (cfg.get('env_cfg') or {}).get('dist_cfg') or {}
+    return dist_cfg.get('timeout')
 
 
 def init_cpu_distributed(cfg):
@@ -16,7 +43,8 @@ def init_cpu_distributed(cfg):
 
     Does nothing when CUDA is available or the launcher is not 'pytorch'
     (mmengine handles those). Sets ``cfg.env_cfg.dist_cfg.backend='gloo'``
-    and, unless the config has one, a CPU ``model_wrapper_cfg``.
+    and, unless the config has one, a CPU ``model_wrapper_cfg``; the group
+    uses ``env_cfg.dist_cfg.timeout`` (seconds) when the config sets it.
     """
     if cfg.get('launcher', 'none') != 'pytorch' or torch.cuda.is_available():
         return
@@ -30,4 +58,37 @@ def init_cpu_distributed(cfg):
         ),
     )
     if not torch_dist.is_initialized():
-        torch_dist.init_process_group(backend='gloo')
+        kwargs = {}
+        timeout = collective_timeout(cfg)
+        if timeout is not None:
+            kwargs['timeout'] = datetime.timedelta(seconds=timeout)
+        torch_dist.init_process_group(backend='gloo', **kwargs)
+
+
+@contextlib.contextmanager
+def explain_collective_timeout(cfg):
+    """Re-raise a distributed timeout as :class:`CollectiveTimeoutError`,
+    naming the rank, the bound and what to do."""
+    try:
+        yield
+    except RuntimeError as err:
+        if not (
+            torch_dist.is_available()
+            and torch_dist.is_initialized()
+            and _TIMEOUT_PATTERN.search(str(err))
+        ):
+            raise
+        timeout = collective_timeout(cfg)
+        bound = (
+            f'env_cfg.dist_cfg.timeout={timeout} s'
+            if timeout is not None
+            else "torch's default timeout (env_cfg.dist_cfg.timeout unset)"
+        )
+        raise CollectiveTimeoutError(
+            f'Rank {torch_dist.get_rank()} of {torch_dist.get_world_size()}: '
+            f'a collective operation did not complete within {bound}: '
+            'another worker is hung, stopped or unreachable. Look at the '
+            "other ranks' logs and processes; if a step legitimately takes "
+            'longer, raise env_cfg.dist_cfg.timeout. '
+            f'({type(err).__name__}: {str(err).splitlines()[0]})'
+        ) from err
