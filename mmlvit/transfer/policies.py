@@ -20,8 +20,12 @@ Copy rules (operator-agnostic, from the attention contract in
 - Any other shape mismatch in a requested component is an error, raised
   before anything is written; so is a requested component the checkpoint
   has no keys for.
+- ``copy_softmax_attention=True`` (hybrid students): the blocks whose
+  operator is softmax attention also copy ``attn.qkv`` and ``attn.proj``,
+  whatever the setting; their attention is the teacher's.
 """
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -87,7 +91,13 @@ def resolve_policy(setting='MLPCopy', components=None):
     return Policy(setting, tuple(dict.fromkeys(components)))
 
 
-def apply_init(model, state_dict, setting='MLPCopy', components=None):
+def apply_init(
+    model,
+    state_dict,
+    setting='MLPCopy',
+    components=None,
+    copy_softmax_attention=False,
+):
     """Initialise a student from a softmax checkpoint, in place.
 
     Args:
@@ -98,6 +108,9 @@ def apply_init(model, state_dict, setting='MLPCopy', components=None):
             key space (:func:`load_softmax_checkpoint`).
         setting (str): A setting's name or alias. Defaults to 'MLPCopy'.
         components (Sequence[str], optional): See :func:`resolve_policy`.
+        copy_softmax_attention (bool): Also copy ``attn_qkv``/``attn_proj``
+            into the blocks whose operator is softmax attention (a hybrid
+            student's softmax blocks). Defaults to False.
 
     Returns:
         CopyReport
@@ -116,7 +129,12 @@ def apply_init(model, state_dict, setting='MLPCopy', components=None):
         )
     prefix = 'backbone.' if backbone is model else ''
     params = {prefix + n: p for n, p in model.named_parameters()}
-    writes, records = _plan(params, backbone, state_dict, policy)
+    softmax_blocks = (
+        _softmax_blocks(backbone) if copy_softmax_attention else ()
+    )
+    writes, records = _plan(
+        params, backbone, state_dict, policy, softmax_blocks
+    )
     if policy.analytical is not None:
         written = policy.analytical(backbone)
         records = _mark_analytical(records, written)
@@ -128,16 +146,37 @@ def apply_init(model, state_dict, setting='MLPCopy', components=None):
     return CopyReport(policy, records, unused)
 
 
-def _plan(params, backbone, state_dict, policy):
+def _softmax_blocks(backbone):
+    """Indices of the blocks whose attention is softmax attention (an
+    operator with ``linear_cost = False``)."""
+    return tuple(
+        i
+        for i, layer in enumerate(getattr(backbone, 'layers', ()))
+        if getattr(layer.attn, 'linear_cost', True) is False
+    )
+
+
+_BLOCK_ATTENTION = re.compile(r'backbone\.layers\.(\d+)\.attn\.')
+
+
+def _plan(params, backbone, state_dict, policy, softmax_blocks=()):
     """Decide every tensor's fate without writing; return the writes (to
-    run) and the records."""
+    run) and the records. The attention tensors of ``softmax_blocks`` are
+    wanted whatever the policy."""
     writes, records, mismatched = [], [], []
     wanted = set(policy.components)
     for key, param in params.items():
         component = component_of(key)
         numel = param.numel()
-        if component not in wanted or key not in state_dict:
-            reason = '' if component not in wanted else 'not in checkpoint'
+        block = _BLOCK_ATTENTION.match(key)
+        softmax_block = (
+            block is not None
+            and int(block.group(1)) in softmax_blocks
+            and component in ('attn_qkv', 'attn_proj')
+        )
+        requested = component in wanted or softmax_block
+        if not requested or key not in state_dict:
+            reason = 'not in checkpoint' if requested else ''
             records.append(Record(key, component, 'default', numel, reason))
             continue
         src = state_dict[key]

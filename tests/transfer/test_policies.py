@@ -125,6 +125,39 @@ def test_custom_components_and_head(build_classifier, softmax_state):
     assert_copied_exactly(student, fresh, ckpt, copied)
 
 
+def test_hybrid_softmax_blocks_copy_their_attention(
+    build_classifier, softmax_state
+):
+    """copy_softmax_attention: the softmax block of a hybrid student takes
+    the teacher's attention weights on top of the setting (MLPCopy); the
+    linear block's attention keeps its fresh init."""
+    hybrid = backbone_cfg(
+        'GatedLinearAttention',
+        attn_cfg=[
+            dict(type='GatedLinearAttention'),
+            dict(type='SoftmaxAttention'),
+        ],
+    )
+    ckpt = softmax_state()
+    fresh = dict(build_classifier(hybrid).named_parameters())
+    student = build_classifier(hybrid)
+    report = apply_init(student, ckpt, 'MLPCopy', copy_softmax_attention=True)
+    copied = {
+        k
+        for k in ckpt
+        if in_components(k, ['mlp'])
+        or re.fullmatch(r'backbone\.layers\.1\.attn\.(qkv|proj)\..*', k)
+    }
+    assert_copied_exactly(student, fresh, ckpt, copied)
+    assert set(report.keys('copied')) == copied
+
+    plain = build_classifier(hybrid)
+    apply_init(plain, ckpt, 'MLPCopy')
+    assert_copied_exactly(
+        plain, fresh, ckpt, {k for k in ckpt if in_components(k, ['mlp'])}
+    )
+
+
 def test_backbone_alone_is_accepted(build_classifier, softmax_state):
     ckpt = softmax_state()
     student = build_classifier(backbone_cfg('ELULinearAttention'))

@@ -40,6 +40,10 @@ class SoftmaxToLinearInitHook(Hook):
         components (list[str], optional): Copy exactly these components
             instead of the setting's list (``mmlvit.transfer.COMPONENTS``).
         format (str): Checkpoint layout, or 'auto' (default) to detect it.
+        copy_softmax_attention (bool): In a hybrid student, also copy the
+            attention weights (``attn_qkv``, ``attn_proj``) of the blocks
+            whose operator is softmax attention, whatever the setting.
+            Defaults to False.
 
     Example:
         >>> custom_hooks = [dict(type='SoftmaxToLinearInitHook',
@@ -55,8 +59,10 @@ class SoftmaxToLinearInitHook(Hook):
         setting='MLPCopy',
         components=None,
         format='auto',
+        copy_softmax_attention=False,
     ):
         self.policy = resolve_policy(setting, components)  # fail early
+        self.copy_softmax_attention = copy_softmax_attention
         if format not in FORMATS:
             raise ValueError(
                 f'Unknown checkpoint format {format!r}; choose from {FORMATS}.'
@@ -92,7 +98,7 @@ class SoftmaxToLinearInitHook(Hook):
             mmlvit.transfer.CopyReport
         """
         checkpoint = checkpoint or self.checkpoint
-        if not self.policy.components:
+        if not self.policy.components and not self.copy_softmax_attention:
             state_dict = {}  # nothing to copy, nothing to read
         elif checkpoint is None:
             raise ValueError(
@@ -110,4 +116,5 @@ class SoftmaxToLinearInitHook(Hook):
             state_dict,
             self.policy.setting.name,
             self.policy.components,
+            copy_softmax_attention=self.copy_softmax_attention,
         )
