@@ -15,6 +15,7 @@ from mmengine.runner import Runner
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.datasets import check_data_roots
+from mmlvit.engine.config_checks import check_config
 from mmlvit.engine.dist import (
     explain_collective_timeout,
     init_cpu_distributed,
@@ -74,6 +75,7 @@ def merge_args(cfg, args):
 def main(argv=None):
     args = parse_args(argv)
     cfg = merge_args(Config.fromfile(args.config), args)
+    check_config(cfg, train=False)
     check_data_roots(cfg, loaders=('test_dataloader',))
     init_cpu_distributed(cfg)
     runner = (

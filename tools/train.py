@@ -18,10 +18,12 @@ from mmengine.runner import Runner
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.datasets import check_data_roots
+from mmlvit.engine.config_checks import check_config
 from mmlvit.engine.dist import (
     explain_collective_timeout,
     init_cpu_distributed,
 )
+from mmlvit.engine.optim_wrapper import amp_type
 
 DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 
@@ -110,7 +112,11 @@ def merge_args(cfg, args):
             './work_dirs', osp.splitext(osp.basename(args.config))[0]
         )
     if args.amp:
-        cfg.optim_wrapper.type = 'AmpOptimWrapper'
+        # The mixed-precision form of the configured wrapper (the
+        # non-finite-update guard stays on).
+        cfg.optim_wrapper.type = amp_type(
+            cfg.optim_wrapper.get('type', 'OptimWrapper')
+        )
         cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
     if args.resume == 'auto':
         cfg.resume, cfg.load_from = True, None
@@ -129,6 +135,7 @@ def main(argv=None):
     cfg = merge_args(Config.fromfile(args.config), args)
     # runner_type='FlexibleRunner' + strategy=dict(type='FSDPStrategy') in a
     # config selects mmengine's FSDP strategy.
+    check_config(cfg)
     check_data_roots(cfg)
     init_cpu_distributed(cfg)
     runner = (
