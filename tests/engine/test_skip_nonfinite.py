@@ -363,3 +363,31 @@ def test_all_processes_skip_the_same_updates(tmp_path, python, repo_root):
         assert all(math.isfinite(w) for w in weights[2]), kind
     # Rank 0 logs (every rank decides the same).
     assert 'Skipped the parameter update of iteration 2' in logs[0]
+
+
+def test_mmpretrain_amp_flag_still_builds(repo_root, monkeypatch):
+    """mmpretrain's own train.py --amp (what `mim train mmpretrain` runs)
+    swaps in AmpOptimWrapper; the shipped configs still build with it (the
+    guard is then off)."""
+    import importlib.util
+    import sys
+
+    import mmpretrain
+    from mmengine.optim import AmpOptimWrapper, build_optim_wrapper
+    from mmengine.optim.optimizer import amp_optimizer_wrapper
+
+    path = osp.join(
+        osp.dirname(mmpretrain.__file__), '.mim', 'tools', 'train.py'
+    )
+    spec = importlib.util.spec_from_file_location('mmpretrain_train', path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    monkeypatch.setattr(sys, 'argv', ['train.py', TINY, '--amp'])
+    cfg = tool.merge_args(
+        Config.fromfile(osp.join(repo_root, TINY)), tool.parse_args()
+    )
+    monkeypatch.setattr(
+        amp_optimizer_wrapper, 'is_cuda_available', lambda: True
+    )
+    built = build_optim_wrapper(build_model(repo_root), cfg.optim_wrapper)
+    assert type(built) is AmpOptimWrapper

@@ -3,11 +3,12 @@
 # 0.05, betas (0.9, 0.999), 50 warm-up epochs then cosine to 1e-6, 300 epochs,
 # gradient clipping 3.0 (label smoothing 0.1 lives in the model's head).
 # An update whose loss or gradients are not finite (a NaN pixel, an
-# overflow) is skipped with a warning, and training stops after 10 such
-# updates in a row (mmlvit's SkipNonFiniteOptimWrapper).
+# overflow) is skipped with a warning, and training stops after
+# max_consecutive_skips (default 10) such updates in a row. The default stays
+# unstated so that mmpretrain's own train.py --amp, which swaps in
+# AmpOptimWrapper, still builds.
 optim_wrapper = dict(
     type='SkipNonFiniteOptimWrapper',
-    max_consecutive_skips=10,
     optimizer=dict(type='AdamW', lr=2e-3, weight_decay=0.05,
                    betas=(0.9, 0.999)),
     paramwise_cfg=dict(
