@@ -31,7 +31,7 @@ $(DATA): $(FMNIST) | $(STAMP)
 # attention-output distillation, the Random GLA baseline and the softmax
 # reference, two runs at a time; table + plot in work_dirs/demo/.
 demo: setup
-	$(PY) tools/analysis/reproduce.py --operators gla \
+	$(PY) tools/analysis/reproduce.py --train-teacher --operators gla \
 		--settings random mlpcopy+distill softmax --distill off \
 		--epochs 10 --jobs 2 \
 		--out work_dirs/demo/results.csv --work-root work_dirs/demo

@@ -41,7 +41,7 @@ def grid_run(tmp_path_factory, repo_root, python, fashion_mnist_root):
         '1',
     ]
     first = subprocess.run(
-        [*cmd, '--jobs', '2'],
+        [*cmd, '--jobs', '2', '--train-teacher'],
         cwd=repo_root,
         capture_output=True,
         text=True,
@@ -61,8 +61,27 @@ def test_teacher_is_trained_and_kept(grid_run):
     out, log, _ = grid_run
     teacher = load_checkpoint_file(out / 'teacher.pth')
     assert 'backbone.layers.0.attn.qkv.weight' in teacher['state_dict']
-    assert 0 <= teacher['meta']['fashion_mnist_test_top1'] <= 100
-    assert 'Teacher:' in log
+    top1 = teacher['meta']['fashion_mnist_test_top1']
+    assert 0 <= top1 <= 100
+    assert f'saved to {out}/teacher.pth' in log
+
+
+def test_every_grid_prints_the_teacher_accuracy(grid_run):
+    """The run that trained the teacher and the one that reused it (no
+    --train-teacher needed for an existing file) both name it and its
+    recorded accuracy, before the runs and with the results table."""
+    from mmlvit.checkpoint import load_checkpoint_file
+
+    out, first, again = grid_run
+    top1 = load_checkpoint_file(out / 'teacher.pth')['meta'][
+        'fashion_mnist_test_top1'
+    ]
+    line = (
+        f'Teacher: {out}/teacher.pth: {top1:.2f}% on the Fashion-MNIST test '
+        'split (recorded when it was trained)'
+    )
+    assert first.count(line) == 2 and again.count(line) == 2
+    assert 'No teacher at' not in again
 
 
 def test_rows_and_plot(grid_run):
@@ -148,6 +167,55 @@ def tool(repo_root):
         for name in ('configs', 'records', 'report', 'plots', 'runner')
     }
     return dict(cli=cli, **modules)
+
+
+@pytest.fixture
+def keep_threads():
+    """main() sets torch's thread count; restore this process's."""
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.usefixtures('keep_threads')
+def test_missing_teacher_is_an_error_not_a_new_teacher(tool, tmp_path):
+    """A mistyped --teacher stops the tool, naming the path and the flag
+    that trains one; nothing is trained or written."""
+    typo = tmp_path / 'checkpionts' / 'teacher.pth'
+    args = ['--teacher', str(typo), '--work-root', str(tmp_path / 'work')]
+    # Tiny data and grid, so that a regression (training a teacher) fails
+    # in seconds rather than minutes.
+    args += ['--train-indices', '8', '--test-indices', '8', '--epochs', '1']
+    args += ['--settings', 'random', '--distill', 'off', '--threads', '1']
+    with pytest.raises(SystemExit) as err:
+        tool['cli'].main([*args, '--out', str(tmp_path / 'grid.csv')])
+    assert str(err.value) == (
+        f'No teacher checkpoint at {typo}. Check the --teacher path, or pass '
+        '--train-teacher to train a new teacher and save it there (about 13 '
+        'minutes on 2 CPU cores with the full data).'
+    )
+    assert not typo.parent.exists() and not (tmp_path / 'work').exists()
+
+
+@pytest.mark.usefixtures('keep_threads')
+def test_shipped_teacher_is_used_without_training(tool, repo_root, capsys):
+    """The default teacher (what `make demo` uses from a fresh clone) is
+    the shipped file: found, not trained, its recorded accuracy printed."""
+    from mmlvit.checkpoint import load_checkpoint_file
+
+    shipped = osp.join(
+        repo_root, 'checkpoints', 'vit-tiny-p4_softmax_fashion-mnist.pth'
+    )
+    assert tool['configs'].DEFAULT_TEACHER == shipped
+    top1 = load_checkpoint_file(shipped)['meta']['fashion_mnist_test_top1']
+    assert tool['cli'].main(['--teacher-only']) == []
+    out = capsys.readouterr().out
+    assert out == (
+        f'Teacher: {shipped}: {top1:.2f}% on the Fashion-MNIST test split '
+        '(recorded when it was trained)\n'
+    )
 
 
 def _result(records, top1, seed=0, distill=False, epochs=10, **run):

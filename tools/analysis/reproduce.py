@@ -31,7 +31,12 @@ Examples:
         --settings mlpcopy+distill --lambdas 5 10 30 50 100 \\
         --out results/lambda.csv
     # only train the teacher (kept at --teacher)
-    python tools/analysis/reproduce.py --teacher-only
+    python tools/analysis/reproduce.py --teacher-only --teacher new.pth
+
+The teacher is the file at ``--teacher`` (by default the one shipped in
+checkpoints/); when it is missing the tool stops, unless ``--train-teacher``
+(or ``--teacher-only``) asks to train one there. Every grid prints the
+teacher's test accuracy recorded in its checkpoint.
 
 A setting named ``NAME+distill`` is that setting with distillation only,
 whatever ``--distill`` says (e.g. ``--settings random mlpcopy+distill``).
@@ -57,7 +62,11 @@ from reproduction.configs import (  # noqa: E402
 )
 from reproduction.plots import plot_results  # noqa: E402
 from reproduction.records import read_results  # noqa: E402
-from reproduction.report import print_markdown, print_table  # noqa: E402
+from reproduction.report import (  # noqa: E402
+    print_markdown,
+    print_table,
+    teacher_line,
+)
 from reproduction.runner import ensure_teacher, grid, run_grid  # noqa: E402
 
 
@@ -101,8 +110,14 @@ def parse_args(argv=None):
     parser.add_argument(
         '--teacher',
         default=DEFAULT_TEACHER,
-        help='softmax teacher checkpoint (trained once with '
-        'the teacher config if the file does not exist)',
+        help='softmax teacher checkpoint (default: the shipped one); a '
+        'missing file is an error unless --train-teacher is given',
+    )
+    parser.add_argument(
+        '--train-teacher',
+        action='store_true',
+        help='if --teacher does not exist, train a teacher with the teacher '
+        'config and save it there',
     )
     parser.add_argument(
         '--train-indices',
@@ -124,7 +139,8 @@ def parse_args(argv=None):
     parser.add_argument(
         '--teacher-only',
         action='store_true',
-        help='train (or find) the teacher and stop',
+        help='train the teacher if --teacher does not exist (implies '
+        '--train-teacher), print its accuracy and stop',
     )
     parser.add_argument('--out', default='results/reproduce.csv')
     parser.add_argument('--work-root', default='work_dirs/reproduce')
@@ -166,8 +182,13 @@ def main(argv=None):
     args.threads = args.threads or max(1, os.cpu_count() // args.jobs)
     torch.set_num_threads(args.threads)
     teacher = ensure_teacher(
-        args.teacher, args.work_root, args.train_indices, args.test_indices
+        args.teacher,
+        args.work_root,
+        args.train_teacher or args.teacher_only,
+        args.train_indices,
+        args.test_indices,
     )
+    print(teacher_line(teacher))
     if args.teacher_only:
         return []
     done = {r.run.key() for r in read_results(args.out)}
@@ -197,6 +218,7 @@ def main(argv=None):
     )
     results = read_results(args.out)
     print_table(results)
+    print(teacher_line(teacher))
     plot_results(results, figure)
     print(f'Results: {args.out}, plot: {figure}')
     return results

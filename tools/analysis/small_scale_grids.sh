@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
-RUN="$PY tools/analysis/reproduce.py --jobs ${JOBS:-2}"
+RUN="$PY tools/analysis/reproduce.py --train-teacher --jobs ${JOBS:-2}"
 ALL='random attncopy mlpcopy fullcopy softmax'
 
 # 1. The paper's matrix on the Fashion-MNIST target (5k train, 10k test):

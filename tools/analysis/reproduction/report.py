@@ -39,6 +39,22 @@ def summarise(results):
     return table
 
 
+def teacher_line(path):
+    """One line naming the teacher checkpoint and the Fashion-MNIST test
+    top-1 recorded in it when it was trained (or saying there is none)."""
+    from mmlvit.checkpoint import load_checkpoint_file
+
+    meta = load_checkpoint_file(path).get('meta') or {}
+    top1 = meta.get('fashion_mnist_test_top1')
+    recorded = (
+        f'{top1:.2f}% on the Fashion-MNIST test split (recorded when it '
+        'was trained)'
+        if top1 is not None
+        else 'no recorded accuracy'
+    )
+    return f'Teacher: {path}: {recorded}'
+
+
 def sweep_axis(table):
     """'epochs' or 'lambda' when the summaries sweep that axis (epochs
     first), else None: a plain settings grid."""

@@ -88,11 +88,29 @@ def train_and_test(run, teacher, work_root, train_indices, test_indices):
     return top1, time.time() - started
 
 
-def ensure_teacher(path, work_root, train_indices=None, test_indices=None):
-    """The teacher checkpoint: reuse the file, or train it once with the
-    teacher config and keep its weights (state dict only) at ``path``."""
+class MissingTeacherError(SystemExit):
+    """The teacher checkpoint does not exist and training one was not
+    asked for."""
+
+
+def ensure_teacher(
+    path, work_root, train=False, train_indices=None, test_indices=None
+):
+    """The teacher checkpoint: the file at ``path``; or, when it is missing
+    and ``train`` is set, train it once with the teacher config and keep its
+    weights (state dict only) there.
+
+    Raises:
+        MissingTeacherError: No file at ``path`` and ``train`` is False.
+    """
     if osp.isfile(path):
         return path
+    if not train:
+        raise MissingTeacherError(
+            f'No teacher checkpoint at {path}. Check the --teacher path, or '
+            'pass --train-teacher to train a new teacher and save it there '
+            '(about 13 minutes on 2 CPU cores with the full data).'
+        )
     print(f'No teacher at {path}: training it with {TEACHER_CONFIG}')
     cfg = teacher_config(osp.join(work_root, 'teacher'))
     limit_data(cfg, train_indices, test_indices)
