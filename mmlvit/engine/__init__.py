@@ -1,3 +1,3 @@
-from . import atomic_files, hooks, optim_wrapper  # noqa: F401
+from . import atomic_files, conversion_optim, hooks, optim_wrapper  # noqa: F401
 
 atomic_files.install()

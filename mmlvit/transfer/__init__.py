@@ -4,7 +4,7 @@ the same, initialise the rest analytically or by default."""
 from .analytical import impulse_init_, mimetic_init_
 from .components import COMPONENTS, component_of
 from .errors import TransferError
-from .policies import Policy, apply_init, resolve_policy
+from .policies import Policy, apply_init, plan_init, resolve_policy
 from .readers import FORMATS, load_softmax_checkpoint
 from .report import CopyReport
 from .settings import SETTINGS, Setting, get_setting, setting_names
@@ -23,6 +23,7 @@ __all__ = [
     'impulse_init_',
     'load_softmax_checkpoint',
     'mimetic_init_',
+    'plan_init',
     'resolve_policy',
     'setting_names',
 ]

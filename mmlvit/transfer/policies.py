@@ -120,6 +120,40 @@ def apply_init(
             checkpoint lacks a requested component, or the analytical init
             does not apply to this operator. Nothing is written then.
     """
+    policy, backbone, writes, records = _prepare(
+        model, state_dict, setting, components, copy_softmax_attention
+    )
+    if policy.analytical is not None:
+        written = policy.analytical(backbone)
+        records = _mark_analytical(records, written)
+    with torch.no_grad():
+        for write in writes:
+            write()
+    return _report(policy, records, state_dict)
+
+
+def plan_init(
+    model,
+    state_dict,
+    setting='MLPCopy',
+    components=None,
+    copy_softmax_attention=False,
+):
+    """The :class:`CopyReport` that :func:`apply_init` with the same
+    arguments would give, without writing anything (tensors an analytical
+    setting would write are reported at their default init).
+
+    Returns:
+        CopyReport
+    """
+    policy, _, _, records = _prepare(
+        model, state_dict, setting, components, copy_softmax_attention
+    )
+    return _report(policy, records, state_dict)
+
+
+def _prepare(model, state_dict, setting, components, copy_softmax_attention):
+    """(policy, backbone, writes, records) of an init, nothing written."""
     policy = resolve_policy(setting, components)
     backbone = getattr(model, 'backbone', model)
     if 'head' in policy.components and backbone is model:
@@ -135,12 +169,10 @@ def apply_init(
     writes, records = _plan(
         params, backbone, state_dict, policy, softmax_blocks
     )
-    if policy.analytical is not None:
-        written = policy.analytical(backbone)
-        records = _mark_analytical(records, written)
-    with torch.no_grad():
-        for write in writes:
-            write()
+    return policy, backbone, writes, records
+
+
+def _report(policy, records, state_dict):
     used = {r.key for r in records if r.action in ('copied', 'skipped')}
     unused = [k for k in state_dict if k not in used]
     return CopyReport(policy, records, unused)

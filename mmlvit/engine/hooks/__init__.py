@@ -1,5 +1,6 @@
 from .checkpoint import SafeCheckpointHook
 from .distill_loss_decay import DistillLossDecayHook
+from .freeze_copied import FreezeCopiedHook
 from .init_hook import SoftmaxToLinearInitHook
 from .mhla_clamp import MHLAMixingClampHook
 from .random_state import RandomStateHook
@@ -7,6 +8,7 @@ from .strict_load import StrictLoadHook
 
 __all__ = [
     'DistillLossDecayHook',
+    'FreezeCopiedHook',
     'MHLAMixingClampHook',
     'RandomStateHook',
     'SafeCheckpointHook',

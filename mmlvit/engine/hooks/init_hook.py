@@ -4,6 +4,7 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmpretrain.registry import HOOKS
 
+from mmlvit.engine.conversion_optim import check_groups_match_report
 from mmlvit.transfer import apply_init, load_softmax_checkpoint, resolve_policy
 from mmlvit.transfer.readers import FORMATS
 
@@ -86,6 +87,7 @@ class SoftmaxToLinearInitHook(Hook):
         report = self.initialise(runner.model, checkpoint)
         source = f'\n(from {checkpoint})' if self.policy.components else ''
         runner.logger.info(report.table() + source)
+        check_groups_match_report(runner.optim_wrapper, runner.model, report)
 
     def initialise(self, model, checkpoint=None):
         """Apply the policy to the student of ``model``.

@@ -236,6 +236,7 @@ class AttentionDistiller(BaseModel):
         )
         self.student = student
         self.teacher = MODELS.build(teacher)
+        self.teacher_checkpoint = teacher_checkpoint
         load_teacher_weights(self.teacher, teacher_checkpoint)
         self.teacher.requires_grad_(False)
         self.teacher.eval()
