@@ -1,0 +1,246 @@
+"""Two questions about MLPCopy + distill, measured over seeds: does
+choosing a hybrid's softmax block by measurement beat a fixed choice, and
+does conversion-aware optimisation help?
+
+On the reproduction's Fashion-MNIST-5k target (docs/reproduction.md: tiny
+ViT, shipped softmax teacher, 10 epochs, MLPCopy + attention-output
+distillation at lambda 50), per seed:
+
+- ``linear``: every block linear (the reproduction's MLPCopy + distill run);
+- ``measured``: K blocks kept softmax, chosen by choose_hybrid's measurement
+  (distillation warm-up, per-block error on training batches) for this seed;
+- ``first`` / ``last``: the first / last K blocks kept softmax (softmax
+  blocks start from the teacher's attention weights);
+- ``fresh-lr``: ``linear`` with the fresh parameters' learning rate times
+  --fresh-lr-mult (ConversionAwareOptimWrapperConstructor);
+- ``freeze``: ``linear`` with the copied parameters frozen for the first
+  --freeze-iters iterations (FreezeCopiedHook);
+- ``softmax``: the teacher fine-tuned (the reproduction's softmax run).
+
+Each finished run appends a row to the CSV (a re-run skips rows already
+there); the summary (mean and std over seeds) is printed at the end.
+
+Example:
+    python tools/analysis/conversion_study.py --operator relu \\
+        --seeds 0 1 2 --jobs 2 --out results/conversion_study.csv
+"""
+
+import argparse
+import csv
+import multiprocessing
+import os
+import os.path as osp
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+
+import torch
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+
+from reproduction.configs import (  # noqa: E402
+    DEFAULT_TEACHER,
+    SOFTMAX,
+    limit_data,
+    run_config,
+)
+from reproduction.records import Run  # noqa: E402
+from reproduction.runner import run_one  # noqa: E402
+
+VARIANTS = (
+    'linear',
+    'measured',
+    'first',
+    'last',
+    'fresh-lr',
+    'freeze',
+    'softmax',
+)
+FIELDS = (
+    'variant',
+    'operator',
+    'keep_softmax',
+    'seed',
+    'softmax_blocks',
+    'block_errors',
+    'top1',
+    'wall_s',
+)
+DATASET, LAMBDA, EPOCHS = 'fashion-mnist-5k', 50.0, 10
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--operator', default='relu', help='short name')
+    parser.add_argument('--variants', nargs='+', default=VARIANTS)
+    parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+    parser.add_argument('--keep-softmax', type=int, default=1, metavar='K')
+    parser.add_argument('--warmup-iters', type=int, default=100)
+    parser.add_argument('--teacher', default=DEFAULT_TEACHER)
+    parser.add_argument('--jobs', type=int, default=1)
+    parser.add_argument('--fresh-lr-mult', type=float, default=3.0)
+    parser.add_argument(
+        '--freeze-iters',
+        type=int,
+        default=79,
+        help='iterations with copied parameters frozen (79: one epoch)',
+    )
+    parser.add_argument('--out', default='results/conversion_study.csv')
+    parser.add_argument('--work-root', default='work_dirs/conversion_study')
+    parser.add_argument(
+        '--epochs', type=int, default=EPOCHS, help='training epochs (10)'
+    )
+    parser.add_argument(
+        '--train-indices',
+        type=int,
+        help='train on the first N images only (quick checks)',
+    )
+    parser.add_argument(
+        '--test-indices', type=int, help='test on the first N images only'
+    )
+    return parser.parse_args(argv)
+
+
+def train_variant(
+    variant, operator, seed, k, warmup_iters, teacher, root, epochs, data, opt
+):
+    """Train and test one run; returns its CSV row. ``data`` is
+    (train_indices, test_indices) (None: all), ``opt`` (fresh-lr multiplier,
+    freeze iterations)."""
+    from mmlvit.diagnostics.hybrid import hybrid_overrides, measure_blocks
+
+    torch.set_num_threads(1)
+    name = f'{variant}_{operator}_k{k}_seed{seed}'
+    work_dir = osp.join(root, name)
+    if variant == SOFTMAX:
+        run = Run(DATASET, SOFTMAX, SOFTMAX, False, 0.0, epochs, seed)
+    else:
+        run = Run(DATASET, operator, 'mlpcopy', True, LAMBDA, epochs, seed)
+    cfg = run_config(run, teacher, work_dir)
+    limit_data(cfg, *data)
+    depth = (
+        cfg.model.student.backbone.arch['num_layers']
+        if variant != SOFTMAX
+        else None
+    )
+    blocks, errors = [], ''
+    if variant == 'measured':
+        diagnosis = measure_blocks(
+            cfg, warmup_iters, osp.join(work_dir, 'warmup')
+        )
+        blocks = sorted(diagnosis.worst_blocks(k))
+        errors = ' '.join(
+            f'{row["attn_rel_err_local"]:.4f}' for row in diagnosis.blocks
+        )
+    elif variant == 'first':
+        blocks = list(range(k))
+    elif variant == 'last':
+        blocks = list(range(depth - k, depth))
+    if blocks:
+        overrides = hybrid_overrides(cfg, blocks)
+        cfg.model.student.backbone.attn_cfg = overrides['attn_cfg']
+        for hook in cfg.custom_hooks:
+            if hook['type'] == 'SoftmaxToLinearInitHook':
+                hook['copy_softmax_attention'] = True
+    if variant in ('fresh-lr', 'freeze'):
+        fresh_lr_mult, freeze_iters = opt
+        cfg.optim_wrapper.constructor = (
+            'ConversionAwareOptimWrapperConstructor'
+        )
+        cfg.optim_wrapper.paramwise_cfg.update(
+            init=dict(setting='MLPCopy'),
+            fresh_lr_mult=fresh_lr_mult if variant == 'fresh-lr' else 1.0,
+        )
+        if variant == 'freeze':
+            cfg.custom_hooks.append(
+                dict(type='FreezeCopiedHook', iters=freeze_iters)
+            )
+    started = time.time()
+    top1 = run_one(cfg)
+    return dict(
+        variant=variant,
+        operator=operator if variant != SOFTMAX else SOFTMAX,
+        keep_softmax=len(blocks) if variant != SOFTMAX else 'all',
+        seed=seed,
+        softmax_blocks=' '.join(map(str, blocks)),
+        block_errors=errors,
+        top1=f'{top1:.2f}',
+        wall_s=f'{time.time() - started:.1f}',
+    )
+
+
+def read_rows(path):
+    if not osp.isfile(path):
+        return []
+    with open(path, newline='') as file:
+        return list(csv.DictReader(file))
+
+
+def append_row(path, row):
+    new = not osp.isfile(path)
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    with open(path, 'a', newline='') as file:
+        writer = csv.DictWriter(file, FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def summary(rows):
+    """Lines 'variant: mean +- std (n seeds)' in VARIANTS order."""
+    lines = []
+    for variant in VARIANTS:
+        top1 = [float(r['top1']) for r in rows if r['variant'] == variant]
+        if not top1:
+            continue
+        std = statistics.stdev(top1) if len(top1) > 1 else 0.0
+        blocks = sorted(
+            {r['softmax_blocks'] for r in rows if r['variant'] == variant}
+        )
+        lines.append(
+            f'{variant:>9}: {statistics.mean(top1):.2f} +- {std:.2f} '
+            f'({len(top1)} seeds; softmax blocks: '
+            f'{", ".join(b or "none" for b in blocks)})'
+        )
+    return lines
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    done = {(r['variant'], r['seed']) for r in read_rows(args.out)}
+    todo = [
+        (variant, seed)
+        for seed in args.seeds
+        for variant in args.variants
+        if (variant, str(seed)) not in done
+    ]
+    print(f'{len(todo)} runs to train ({len(done)} already in {args.out}).')
+    common = (args.keep_softmax, args.warmup_iters, args.teacher)
+    data = (args.train_indices, args.test_indices)
+    started = time.time()
+    spawn = multiprocessing.get_context('spawn')
+    with ProcessPoolExecutor(args.jobs, mp_context=spawn) as pool:
+        futures = [
+            pool.submit(
+                train_variant,
+                *(v, args.operator, s, *common, args.work_root),
+                *(args.epochs, data, (args.fresh_lr_mult, args.freeze_iters)),
+            )
+            for v, s in todo
+        ]
+        for n, future in enumerate(as_completed(futures)):
+            row = future.result()
+            append_row(args.out, row)
+            eta = (time.time() - started) / (n + 1) * (len(todo) - n - 1)
+            print(
+                f'[{n + 1}/{len(todo)}] {row["variant"]} seed {row["seed"]}: '
+                f'top-1 {row["top1"]}% (softmax blocks: '
+                f'{row["softmax_blocks"] or "none"}); ETA {eta / 60:.1f} min',
+                flush=True,
+            )
+    print('\n'.join(summary(read_rows(args.out))))
+
+
+if __name__ == '__main__':
+    main()
