@@ -64,6 +64,18 @@ def parse_args(argv=None):
         default=[224, 448, 896, 1792],
         help='square input sizes in pixels',
     )
+    parser.add_argument(
+        '--keep-softmax',
+        nargs='+',
+        type=int,
+        default=[],
+        metavar='K',
+        help='also measure hybrids of every operator whose last K blocks '
+        'keep softmax attention (model name OPERATOR+Ksoftmax)',
+    )
+    parser.add_argument(
+        '--modes', nargs='+', choices=MODES, default=list(MODES)
+    )
     parser.add_argument('--arch', default='b', help='ViT arch (zoo name)')
     parser.add_argument('--batch-size', type=int, default=1)
     parser.add_argument(
@@ -88,17 +100,34 @@ def parse_args(argv=None):
     args.operators = args.operators or list(
         registered_operators(linear_cost=True)
     )
+    args.operators += [
+        hybrid_name(op, k) for op in args.operators for k in args.keep_softmax
+    ]
     return args
 
 
+def hybrid_name(operator, keep_softmax):
+    return f'{operator}+{keep_softmax}softmax'
+
+
 def build_model(name, arch, img_size):
-    """The softmax reference or a linear ViT with operator ``name``."""
+    """The softmax reference, a linear ViT with operator ``name``, or a
+    hybrid ``OPERATOR+Ksoftmax`` whose last K blocks keep softmax
+    attention."""
     if name == SOFTMAX:
         return VisionTransformer(arch=arch, img_size=img_size)
+    operator, _, keep = name.partition('+')
+    attn_cfg = dict(type=operator)
+    if keep:
+        depth = VisionTransformer.arch_zoo[arch]['num_layers']
+        k = int(keep.removesuffix('softmax'))
+        attn_cfg = [dict(type=operator)] * (depth - k) + [
+            dict(type='SoftmaxAttention')
+        ] * k
     # Patch-tokens-only operators get their own token layout (no class
     # token, average pooling, sin-cos positions) from the backbone.
     return LinearVisionTransformer(
-        arch=arch, img_size=img_size, attn_cfg=dict(type=name)
+        arch=arch, img_size=img_size, attn_cfg=attn_cfg
     )
 
 
@@ -187,7 +216,9 @@ def ratio_rows(results, operators, resolutions):
             res = results[name][str(size)]
             row = dict(model=name, size=size)
             for mode in MODES:
-                m, r = res[mode], ref[mode]
+                m, r = res.get(mode), ref.get(mode)
+                if m is None or r is None:
+                    continue  # mode not measured (--modes)
                 if 'error' in m or 'error' in r:
                     row[mode] = None
                     continue
@@ -211,6 +242,9 @@ def markdown_table(rows):
     for row in rows:
         cells = [row['model'], str(row['size'])]
         for mode in MODES:
+            if mode not in row:
+                cells += ['-'] * 4
+                continue
             m = row[mode]
             if m is None:
                 cells += ['failed'] * 4
@@ -233,7 +267,7 @@ def target_verdicts(rows):
         if row['model'] == SOFTMAX or row['size'] < 896:
             continue
         need = 3.0 if row['size'] >= 1792 else 1.0
-        for mode in MODES:
+        for mode in (m for m in MODES if m in row):
             m = row[mode]
             ok = m is not None and m['speedup'] > need
             got = 'failed' if m is None else f'{m["speedup"]:.2f}x'
@@ -265,7 +299,7 @@ def plot(rows, operators, path):
                 points = [
                     (r['size'], r[mode][key])
                     for r in rows
-                    if r['model'] == name and r[mode] is not None
+                    if r['model'] == name and r.get(mode) is not None
                 ]
                 if points:
                     ax.plot(*zip(*points), marker='o', label=name)
@@ -291,7 +325,7 @@ def main(argv=None):
     mkdir_or_exist(args.out_dir)
     results = {name: {} for name in [SOFTMAX] + args.operators}
     for size in args.resolutions:
-        for mode in MODES:  # the models of one mode run back to back
+        for mode in args.modes:  # the models of one mode run back to back
             for name, per_size in results.items():
                 start = time.perf_counter()
                 res = run_in_child(name, size, mode, args)
