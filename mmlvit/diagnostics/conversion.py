@@ -9,7 +9,10 @@ hybrid) classifier run on the same images and three things are compared:
   (what attention-output distillation minimises; upstream errors add up);
 - ``attn_rel_err_local``: the same with the student's attention module fed
   the teacher's attention input, so that it measures block ``i``'s operator
-  alone (how hard this block is to convert);
+  alone (how hard this block is to convert). This only means something when
+  the student works in the teacher's token representation (its patch
+  embedding and norms copied, e.g. FullCopy); a student whose embedding was
+  trained on its own (Random, MLPCopy) gets about 1 everywhere;
 - ``block_cos``: the mean over tokens of the cosine similarity of the block
   outputs ``backbone.layers.{i}`` (B, N, C);
 - ``map_tv``: for operators that form an N x N map, the mean over rows of
@@ -83,7 +86,7 @@ class ConversionDiagnosis:
     blocks: list = field(default_factory=list)
     final: dict = field(default_factory=dict)
 
-    def worst_blocks(self, k, metric='attn_rel_err_local'):
+    def worst_blocks(self, k, metric='attn_rel_err'):
         """The ``k`` blocks with the largest ``metric``, worst first."""
         ranked = sorted(self.blocks, key=lambda row: row[metric], reverse=True)
         return [row['block'] for row in ranked[:k]]

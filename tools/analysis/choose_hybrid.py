@@ -5,10 +5,13 @@ From a distillation config (AttentionDistiller: linear student, softmax
 teacher checkpoint): distil for --warmup-iters iterations, measure every
 block's conversion error on training batches (mmlvit.diagnostics), and
 write a config that inherits CONFIG, keeps the --keep-softmax blocks with
-the largest error (default metric: the attention-output error of the block
-fed the teacher's input) as SoftmaxAttention with the teacher's attention
-weights, and records how they were chosen (hybrid_selection). With
---blocks the blocks are given instead of measured (fixed baselines).
+the largest error (default metric: the attention-output error in the
+student's own forward, which the distillation minimises; the "local" error
+on the teacher's input only means something when the student shares the
+teacher's token representation, e.g. after FullCopy) as SoftmaxAttention
+with the teacher's attention weights, and records how they were chosen
+(hybrid_selection). With --blocks the blocks are given instead of measured
+(fixed baselines).
 
 Examples:
     python tools/analysis/choose_hybrid.py \\
@@ -60,7 +63,7 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         '--metric',
-        default='attn_rel_err_local',
+        default='attn_rel_err',
         choices=[m for m in BLOCK_METRICS if m != 'block_cos'],
         help='error that ranks the blocks (largest first)',
     )

@@ -8,7 +8,9 @@ distillation at lambda 50), per seed:
 
 - ``linear``: every block linear (the reproduction's MLPCopy + distill run);
 - ``measured``: K blocks kept softmax, chosen by choose_hybrid's measurement
-  (distillation warm-up, per-block error on training batches) for this seed;
+  (distillation warm-up, per-block attention-output error on training
+  batches, in the student's own forward) for this seed;
+- ``measured-local``: the same, ranked by the error on the teacher's input;
 - ``first`` / ``last``: the first / last K blocks kept softmax (softmax
   blocks start from the teacher's attention weights);
 - ``fresh-lr``: ``linear`` with the fresh parameters' learning rate times
@@ -51,6 +53,7 @@ from reproduction.runner import run_one  # noqa: E402
 VARIANTS = (
     'linear',
     'measured',
+    'measured-local',
     'first',
     'last',
     'fresh-lr',
@@ -125,14 +128,15 @@ def train_variant(
         else None
     )
     blocks, errors = [], ''
-    if variant == 'measured':
+    if variant.startswith('measured'):
+        metric = 'attn_rel_err' + (
+            '_local' if variant.endswith('local') else ''
+        )
         diagnosis = measure_blocks(
             cfg, warmup_iters, osp.join(work_dir, 'warmup')
         )
-        blocks = sorted(diagnosis.worst_blocks(k))
-        errors = ' '.join(
-            f'{row["attn_rel_err_local"]:.4f}' for row in diagnosis.blocks
-        )
+        blocks = sorted(diagnosis.worst_blocks(k, metric))
+        errors = ' '.join(f'{row[metric]:.4f}' for row in diagnosis.blocks)
     elif variant == 'first':
         blocks = list(range(k))
     elif variant == 'last':
