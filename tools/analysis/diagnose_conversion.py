@@ -287,11 +287,14 @@ def main(argv=None):
     json_path = osp.join(args.out_dir, 'final.json')
     png_path = osp.join(args.out_dir, 'diagnosis.png')
     write_results(diagnosis, csv_path, json_path)
+    operators = '/'.join(
+        dict.fromkeys(r['operator'] for r in diagnosis.blocks)
+    )
     plot_profile(
         diagnosis,
         png_path,
-        f'{osp.basename(args.config)}\n{source}; teacher '
-        f'{osp.basename(args.teacher)}',
+        f'{operators} student of {osp.basename(args.config)}\n{source}; '
+        f'teacher {osp.basename(args.teacher)}',
     )
     print(f'Wrote {csv_path}, {json_path} and {png_path}.')
     return diagnosis
