@@ -69,6 +69,40 @@ def _numpy_safe_globals():
     return types
 
 
+def _sharded_tensor_safe_globals():
+    """The types in the per-rank files of an FSDP checkpoint saved with
+    mmengine's default ``state_dict_cfg='local'``: ShardedTensor, its shards
+    and their metadata (plain data classes; loading still needs the process
+    group of the run that saved them)."""
+    if not torch.distributed.is_available():
+        return []
+    from torch.distributed._shard.metadata import ShardMetadata
+    from torch.distributed._shard.sharded_tensor import Shard, ShardedTensor
+    from torch.distributed._shard.sharded_tensor.metadata import (
+        MEM_FORMAT_ENCODING,
+        ShardedTensorMetadata,
+        TensorProperties,
+    )
+    from torch.distributed._shard.sharding_spec import (
+        ChunkShardingSpec,
+        EnumerableShardingSpec,
+    )
+    from torch.distributed.remote_device import _remote_device
+
+    return [
+        ShardedTensor,
+        ShardedTensor.ProcessGroupState,
+        Shard,
+        ShardMetadata,
+        ShardedTensorMetadata,
+        TensorProperties,
+        MEM_FORMAT_ENCODING,
+        ChunkShardingSpec,
+        EnumerableShardingSpec,
+        _remote_device,
+    ]
+
+
 def _history_buffer_getattr(obj, name):
     """Stand-in for ``getattr`` while unpickling.
 
@@ -81,6 +115,11 @@ def _history_buffer_getattr(obj, name):
     statistics.update(HistoryBuffer._statistics_methods)
     if obj is HistoryBuffer and name in statistics:
         return getattr(HistoryBuffer, name)
+    # A sharded FSDP checkpoint names ShardedTensor.ProcessGroupState (an
+    # allow-listed nested class) this way.
+    nested = getattr(obj, name, None) if name == 'ProcessGroupState' else None
+    if any(nested is allowed for allowed in SAFE_GLOBALS):
+        return nested
     raise pickle.UnpicklingError(
         f'getattr({obj!r}, {name!r}) is not allowed while loading a checkpoint'
     )
@@ -93,6 +132,9 @@ SAFE_GLOBALS = (
         (_history_buffer_getattr, '__builtin__.getattr'),
         (_history_buffer_getattr, 'builtins.getattr'),
     ]
+    # FSDP checkpoint folders (rank{i}.pth): sharded tensors and their
+    # metadata, nothing callable beyond their constructors.
+    + _sharded_tensor_safe_globals()
 )
 
 

@@ -20,6 +20,7 @@ from mmlvit.engine.dist import (
     explain_collective_timeout,
     init_cpu_distributed,
 )
+from mmlvit.engine.fsdp import check_sharded_checkpoint
 
 
 def parse_args(argv=None):
@@ -77,6 +78,7 @@ def main(argv=None):
     cfg = merge_args(Config.fromfile(args.config), args)
     check_config(cfg, train=False)
     check_data_roots(cfg, loaders=('test_dataloader',))
+    check_sharded_checkpoint(cfg, args.checkpoint)
     init_cpu_distributed(cfg)
     runner = (
         Runner.from_cfg(cfg)

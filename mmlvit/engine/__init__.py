@@ -1,3 +1,9 @@
-from . import atomic_files, conversion_optim, hooks, optim_wrapper  # noqa: F401
+from . import (  # noqa: F401
+    atomic_files,
+    conversion_optim,
+    fsdp,
+    hooks,
+    optim_wrapper,
+)
 
 atomic_files.install()

@@ -43,8 +43,9 @@ def init_cpu_distributed(cfg):
 
     Does nothing when CUDA is available or the launcher is not 'pytorch'
     (mmengine handles those). Sets ``cfg.env_cfg.dist_cfg.backend='gloo'``
-    and, unless the config has one, a CPU ``model_wrapper_cfg``; the group
-    uses ``env_cfg.dist_cfg.timeout`` (seconds) when the config sets it.
+    and, unless the config has one, a CPU ``model_wrapper_cfg`` (for
+    FSDP, a CPU wrapper in its ``strategy``); the group uses
+    ``env_cfg.dist_cfg.timeout`` (seconds) when the config sets it.
     """
     if cfg.get('launcher', 'none') != 'pytorch' or torch.cuda.is_available():
         return
@@ -57,12 +58,30 @@ def init_cpu_distributed(cfg):
             find_unused_parameters=cfg.get('find_unused_parameters', False),
         ),
     )
+    place_strategy_on_cpu(cfg.get('strategy'))
     if not torch_dist.is_initialized():
         kwargs = {}
         timeout = collective_timeout(cfg)
         if timeout is not None:
             kwargs['timeout'] = datetime.timedelta(seconds=timeout)
         torch_dist.init_process_group(backend='gloo', **kwargs)
+
+
+def place_strategy_on_cpu(strategy):
+    """Make a FlexibleRunner's FSDP wrapper build on the CPU.
+
+    mmengine's FSDPStrategy hands the wrapper the local rank as its CUDA
+    device (``device_id``), which fails without a GPU ("Found no NVIDIA
+    driver"). A device the config names is kept.
+    """
+    kind = (strategy or {}).get('type', '')
+    if kind.split('.')[-1] != 'FSDPStrategy':
+        return
+    strategy.setdefault(
+        'model_wrapper', dict(type='MMFullyShardedDataParallel')
+    )
+    # A ConfigDict stores a copy of what setdefault is given: read it back.
+    strategy['model_wrapper'].setdefault('device_id', 'cpu')
 
 
 @contextlib.contextmanager

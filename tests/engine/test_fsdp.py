@@ -1,0 +1,133 @@
+"""FSDP as README describes it (runner_type='FlexibleRunner',
+strategy=dict(type='FSDPStrategy')): train, resume and evaluate with two
+gloo processes on the CPU, through the launcher scripts, with the safe
+checkpoint loader on."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from mmengine.config import Config
+
+from mmlvit.engine.fsdp import check_sharded_checkpoint
+
+FSDP = 'tests/data/configs/tiny_softmax_fsdp.py'
+TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
+
+
+def launch(script, args, cwd, python, port):
+    env = dict(os.environ, PYTHON=python, PORT=str(port), OMP_NUM_THREADS='1')
+    out = subprocess.run(
+        ['bash', script, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-4000:]
+    return log
+
+
+@pytest.fixture(scope='module')
+def fsdp_run(tmp_path_factory, repo_root, python, fashion_mnist_root):
+    """Two epochs of the tiny config with FSDP on 2 processes."""
+    work_dir = tmp_path_factory.mktemp('fsdp')
+    log = launch(
+        'tools/dist_train.sh',
+        [FSDP, '2', '--work-dir', str(work_dir)],
+        repo_root,
+        python,
+        29561,
+    )
+    return work_dir, log
+
+
+def test_fsdp_trains_on_cpu_with_readme_config(fsdp_run):
+    work_dir, log = fsdp_run
+    # 128 images, batch 32 per process: 2 iterations an epoch on 2 ranks.
+    assert 'Epoch(train) [2][2/2]' in log
+    for rank in (0, 1):
+        assert (work_dir / 'epoch_2.pth' / f'rank{rank}.pth').is_file()
+
+
+def test_fsdp_resumes_its_sharded_checkpoint(
+    fsdp_run, tmp_path, repo_root, python
+):
+    work_dir, _ = fsdp_run
+    resumed = tmp_path / 'resumed'
+    shutil.copytree(work_dir, resumed)
+    log = launch(
+        'tools/dist_train.sh',
+        [
+            FSDP,
+            '2',
+            '--work-dir',
+            str(resumed),
+            '--resume',
+            str(resumed / 'epoch_2.pth'),
+            '--cfg-options',
+            'train_cfg.max_epochs=3',
+        ],
+        repo_root,
+        python,
+        29562,
+    )
+    assert f'Load checkpoint from {resumed}/epoch_2.pth/rank0.pth' in log
+    assert 'resumed epoch: 2, iter: 4' in log
+    assert 'Epoch(train) [3][2/2]' in log
+    assert 'Epoch(train) [2]' not in log
+
+
+def test_fsdp_checkpoint_evaluates_with_dist_test(
+    fsdp_run, tmp_path, repo_root, python
+):
+    work_dir, train_log = fsdp_run
+    log = launch(
+        'tools/dist_test.sh',
+        [
+            FSDP,
+            str(work_dir / 'epoch_2.pth'),
+            '2',
+            '--work-dir',
+            str(tmp_path),
+        ],
+        repo_root,
+        python,
+        29563,
+    )
+    top1 = re.findall(r'Epoch\(test\).*accuracy/top1: ([\d.]+)', log)
+    validated = re.findall(
+        r'Epoch\(val\) \[2\].*accuracy/top1: ([\d.]+)', train_log
+    )
+    assert top1 and top1 == validated
+
+
+def test_single_process_test_of_sharded_folder_names_the_fix(
+    fsdp_run, tmp_path, repo_root, python
+):
+    work_dir, _ = fsdp_run
+    folder = work_dir / 'epoch_2.pth'
+    out = subprocess.run(
+        [python, 'tools/test.py', TINY, str(folder), '--work-dir', tmp_path],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode != 0
+    assert (
+        f'ValueError: {folder} is a sharded FSDP checkpoint (one file per '
+        'process, rank0.pth to rank1.pth), but the config does not use the '
+        'FSDP strategy. Read it with the config that wrote it (runner_type='
+        "'FlexibleRunner', strategy=dict(type='FSDPStrategy')) and as many "
+        f'processes as shards, e.g. bash tools/dist_test.sh CONFIG {folder} 2.'
+    ) in out.stderr
+    # The FSDP config in one process is refused the same way.
+    cfg = Config.fromfile(os.path.join(repo_root, FSDP))
+    cfg.launcher = 'none'
+    with pytest.raises(ValueError, match='but this run has 1 process'):
+        check_sharded_checkpoint(cfg, str(folder))
