@@ -147,7 +147,7 @@ def run_config(run, teacher, work_dir):
     )
     cfg.param_scheduler = schedule(run.epochs)
     cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
-    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=-1)
+    cfg.default_hooks.checkpoint = dict(type='SafeCheckpointHook', interval=-1)
     cfg.default_hooks.logger = dict(type='LoggerHook', interval=20)
     cfg.randomness = dict(seed=run.seed)
     cfg.work_dir = work_dir
