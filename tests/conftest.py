@@ -1,9 +1,11 @@
 """Fixtures shared by the whole suite."""
 
+import importlib.util
 import os.path as osp
 import sys
 
 import pytest
+import torch
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 FASHION_MNIST = osp.join(REPO_ROOT, 'data', 'fashion_mnist')
@@ -29,3 +31,39 @@ def fashion_mnist_root():
             'python tools/data/prepare_fashion_mnist.py).'
         )
     return FASHION_MNIST
+
+
+@pytest.fixture(scope='session')
+def load_tool():
+    """Import a script under tools/ as a module (``load_tool(PATH)``)."""
+
+    def load(path):
+        name = osp.splitext(osp.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(
+            name, osp.join(REPO_ROOT, path)
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
+@pytest.fixture(scope='session')
+def tiny_teacher_checkpoint(tmp_path_factory):
+    """The softmax teacher of tests/data/configs/tiny_gla_distill_fmnist.py
+    (seed 0, PyTorch's default Linear init: attention outputs of a trained
+    ViT's scale), saved in mmpretrain's format."""
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    from mmpretrain.registry import MODELS
+
+    init_default_scope('mmpretrain')
+    cfg = Config.fromfile(
+        osp.join(REPO_ROOT, 'tests/data/configs/tiny_gla_distill_fmnist.py')
+    )
+    torch.manual_seed(0)
+    teacher = MODELS.build(cfg.model.teacher)
+    path = tmp_path_factory.mktemp('tiny_teacher') / 'teacher.pth'
+    torch.save(dict(state_dict=teacher.state_dict()), path)
+    return str(path)

@@ -4,7 +4,6 @@ fall under distillation; the CLI on real validation batches."""
 
 import copy
 import csv
-import importlib.util
 import json
 import math
 import os.path as osp
@@ -152,21 +151,13 @@ def test_depth_mismatch_is_named(cfg, teacher):
         )
 
 
-def load_tool(repo_root):
-    path = osp.join(repo_root, 'tools/analysis/diagnose_conversion.py')
-    spec = importlib.util.spec_from_file_location('diagnose_conversion', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_cli_on_validation_batches(
-    repo_root, teacher, tmp_path, fashion_mnist_root, capsys
+    teacher, tmp_path, fashion_mnist_root, capsys, load_tool
 ):
     path = tmp_path / 'teacher.pth'
     torch.save(dict(state_dict=teacher.state_dict()), path)
     out_dir = tmp_path / 'diag'
-    tool = load_tool(repo_root)
+    tool = load_tool('tools/analysis/diagnose_conversion.py')
     diagnosis = tool.main(
         [CONFIG, str(path), '--batches', '2', '--batch-size', '16']
         + ['--out-dir', str(out_dir), '--setting', 'MLPCopy']

@@ -2,41 +2,19 @@
 softmax attention with the teacher's weights, trains in a real Runner and
 its checkpoint is evaluated by tools/test.py."""
 
-import importlib.util
 import os
-import os.path as osp
 import subprocess
 
 import pytest
 import torch
 from mmengine.config import Config
 from mmengine.hooks import Hook
-from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
-from mmpretrain.registry import MODELS
 
 from mmlvit.diagnostics.hybrid import config_text, hybrid_attn_cfg
 
 CONFIG = 'tests/data/configs/tiny_gla_distill_fmnist.py'
-
-
-def load_tool(repo_root):
-    path = osp.join(repo_root, 'tools/analysis/choose_hybrid.py')
-    spec = importlib.util.spec_from_file_location('choose_hybrid', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope='module')
-def teacher_ckpt(repo_root, tmp_path_factory):
-    init_default_scope('mmpretrain')
-    cfg = Config.fromfile(osp.join(repo_root, CONFIG))
-    torch.manual_seed(0)
-    teacher = MODELS.build(cfg.model.teacher)
-    path = tmp_path_factory.mktemp('teacher') / 'teacher.pth'
-    torch.save(dict(state_dict=teacher.state_dict()), path)
-    return str(path)
+TOOL = 'tools/analysis/choose_hybrid.py'
 
 
 class CaptureInit(Hook):
@@ -52,10 +30,16 @@ class CaptureInit(Hook):
 
 
 def test_measured_hybrid_trains_and_tests(
-    repo_root, teacher_ckpt, tmp_path, python, fashion_mnist_root
+    repo_root,
+    tiny_teacher_checkpoint,
+    tmp_path,
+    python,
+    load_tool,
+    fashion_mnist_root,
 ):
+    teacher_ckpt = tiny_teacher_checkpoint
     out = tmp_path / 'hybrid' / 'k1.py'
-    blocks = load_tool(repo_root).main(
+    blocks = load_tool(TOOL).main(
         [CONFIG, '--teacher', teacher_ckpt, '--out', str(out)]
         + ['--warmup-iters', '3', '--batches', '1', '--keep-softmax', '1']
     )
@@ -96,8 +80,8 @@ def test_measured_hybrid_trains_and_tests(
     assert 'accuracy/top1' in test.stdout + test.stderr
 
 
-def test_fixed_blocks_and_errors(repo_root, tmp_path):
-    tool = load_tool(repo_root)
+def test_fixed_blocks_and_errors(tmp_path, load_tool):
+    tool = load_tool(TOOL)
     out = tmp_path / 'last.py'
     assert tool.main([CONFIG, '--blocks', '1', '--out', str(out)]) == [1]
     assert Config.fromfile(out).hybrid_selection == dict(

@@ -12,7 +12,6 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
-from mmpretrain.registry import MODELS
 
 from mmlvit.transfer import load_softmax_checkpoint, plan_init
 
@@ -41,14 +40,8 @@ class Snapshots(Hook):
 
 
 @pytest.fixture(scope='module')
-def teacher_ckpt(repo_root, tmp_path_factory):
-    init_default_scope('mmpretrain')
-    cfg = Config.fromfile(osp.join(repo_root, CONFIG))
-    torch.manual_seed(0)
-    teacher = MODELS.build(cfg.model.teacher)
-    path = tmp_path_factory.mktemp('teacher') / 'teacher.pth'
-    torch.save(dict(state_dict=teacher.state_dict()), path)
-    return str(path)
+def teacher_ckpt(tiny_teacher_checkpoint):
+    return tiny_teacher_checkpoint
 
 
 def train(repo_root, work_dir, teacher, paramwise=None, freeze=None, iters=3):

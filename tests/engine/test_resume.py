@@ -13,7 +13,6 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
-from mmpretrain.registry import MODELS
 
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
 
@@ -56,14 +55,8 @@ def final_weights(runner):
 
 
 @pytest.fixture(scope='module')
-def teacher_ckpt(repo_root, tmp_path_factory):
-    init_default_scope('mmpretrain')
-    cfg = Config.fromfile(osp.join(repo_root, GLA_DISTILL))
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp('teacher') / 'teacher.pth'
-    teacher = MODELS.build(cfg.model.teacher)
-    torch.save(dict(state_dict=teacher.state_dict(), meta=dict()), path)
-    return str(path)
+def teacher_ckpt(tiny_teacher_checkpoint):
+    return tiny_teacher_checkpoint
 
 
 @pytest.mark.parametrize('config', [SOFTMAX, GLA_DISTILL])

@@ -1,21 +1,14 @@
 """benchmark_model.py on a tiny arch: hybrid models (last K blocks softmax)
 are built, measured and tabled next to the softmax reference."""
 
-import importlib.util
-import os.path as osp
-
 import pytest
 
 from mmlvit.models.attentions import SoftmaxAttention
 
 
 @pytest.fixture(scope='module')
-def bench(repo_root):
-    path = osp.join(repo_root, 'tools/analysis/benchmark_model.py')
-    spec = importlib.util.spec_from_file_location('benchmark_model', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_tool):
+    return load_tool('tools/analysis/benchmark_model.py')
 
 
 def test_hybrid_keeps_its_last_blocks_softmax(bench):
