@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from .precision import fp32_accumulation
+from .tracing import exporting
 
 TTT_INNER_SCALE = 9**-0.5
 
@@ -117,10 +118,31 @@ def ttt_dwconv(q, k, v, w3, scale=TTT_INNER_SCALE):
     B, d, H, W = q.shape
     grad = dwconv_inner_grad(k, v, scale)
     w3 = w3.reshape(1, d, 3, 3) - _normalised(grad, dim=(-2, -1))
+    if exporting():
+        return _dwconv3x3_unfolded(q, w3)
     out = F.conv2d(
         q.reshape(1, B * d, H, W),
         w3.reshape(B * d, 1, 3, 3),
         padding=1,
         groups=B * d,
     )
+    return out.reshape(B, d, H, W)
+
+
+def _dwconv3x3_unfolded(x, weight):
+    """``dwconv3x3(x; weight)`` with a kernel per sample, as one product
+    with the unfolded taps: the export path of :func:`ttt_dwconv`, whose
+    grouped conv has B*d groups, a count an exported graph cannot take from
+    a dynamic batch size.
+
+    Args:
+        x (Tensor): (B, d, H, W).
+        weight (Tensor): (B, d, 3, 3).
+
+    Returns:
+        Tensor: (B, d, H, W), zero padding 1, no bias.
+    """
+    B, d, H, W = x.shape
+    taps = F.unfold(x.reshape(B * d, 1, H, W), 3, padding=1)  # (Bd, 9, HW)
+    out = weight.reshape(B * d, 1, 9) @ taps
     return out.reshape(B, d, H, W)

@@ -9,6 +9,7 @@ from mmlvit.ops.mhla import (
     mhla_attention_map,
     mhla_linear_mixing,
 )
+from mmlvit.ops.tracing import exporting
 
 from .base import BaseAttention
 
@@ -69,10 +70,16 @@ class MHLAttention(BaseAttention):
         it out (MHLA's training clamps W after every step; clamping before
         the next use gives every forward the same W without a hook).
 
+        While the model is traced for export, W.clamp(0, 1) as a graph op
+        instead (an in-place change behind a check of W's values cannot be
+        traced), which gives the same W.
+
         Returns:
-            Parameter: (M, M).
+            Tensor: (M, M), the Parameter itself outside export.
         """
         W = self.mixing
+        if exporting():
+            return W.clamp(0, 1)
         with torch.no_grad():
             if (W < 0).any() or (W > 1).any():
                 W.clamp_(0, 1)

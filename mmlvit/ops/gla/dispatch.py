@@ -1,9 +1,11 @@
 """The public bidirectional GLA op: argument checks and the choice between
 the PyTorch and the fla backend."""
 
+from ..tracing import exporting
 from .arguments import check_shapes, default_scale
 from .chunk import bidirectional_gla_chunked
 from .fla_backend import bidirectional_fla, fla_importable
+from .traceable import bidirectional_gla_traceable
 
 BACKENDS = ('auto', 'torch', 'fla')
 
@@ -55,7 +57,10 @@ def bidirectional_gla(
         backend (str): ``'torch'`` (:func:`~.chunk.gla_chunked`'s scan, any
             device), ``'fla'`` (fla's Triton ``chunk_gla``, CUDA only) or
             ``'auto'`` (fla on CUDA when it imports, else torch). Defaults
-            to 'auto'.
+            to 'auto'. While a model is traced for export (see
+            :func:`mmlvit.ops.tracing.exporting`), every backend gives way
+            to :func:`~.traceable.bidirectional_gla_traceable`, the same
+            function in plain PyTorch ops.
         chunk_size (int): Chunk of the torch path. Defaults to 64.
 
     Returns:
@@ -63,6 +68,8 @@ def bidirectional_gla(
     """
     check_shapes(q, k, v, g_fwd, g_bwd)
     scale = default_scale(q, scale)
+    if exporting():
+        return bidirectional_gla_traceable(q, k, v, g_fwd, g_bwd, scale)
     if resolve_backend(backend, q.device) == 'fla':
         return bidirectional_fla(q, k, v, g_fwd, g_bwd, scale)
     return bidirectional_gla_chunked(q, k, v, g_fwd, g_bwd, scale, chunk_size)
