@@ -17,6 +17,8 @@ distillation at lambda 50), per seed:
   --fresh-lr-mult (ConversionAwareOptimWrapperConstructor);
 - ``freeze``: ``linear`` with the copied parameters frozen for the first
   --freeze-iters iterations (FreezeCopiedHook);
+- ``all-lr``: ``linear`` with every learning rate times --fresh-lr-mult (the
+  control for ``fresh-lr``: is it the fresh parameters or the rate?);
 - ``softmax``: the teacher fine-tuned (the reproduction's softmax run).
 
 Each finished run appends a row to the CSV (a re-run skips rows already
@@ -58,6 +60,7 @@ VARIANTS = (
     'last',
     'fresh-lr',
     'freeze',
+    'all-lr',
     'softmax',
 )
 FIELDS = (
@@ -160,6 +163,8 @@ def train_variant(
             cfg.custom_hooks.append(
                 dict(type='FreezeCopiedHook', iters=freeze_iters)
             )
+    if variant == 'all-lr':
+        cfg.optim_wrapper.optimizer.lr *= opt[0]
     started = time.time()
     top1 = run_one(cfg)
     return dict(
