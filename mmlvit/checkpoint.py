@@ -103,13 +103,15 @@ def _sharded_tensor_safe_globals():
     ]
 
 
-def _history_buffer_getattr(obj, name):
+def _restricted_getattr(obj, name):
     """Stand-in for ``getattr`` while unpickling.
 
     A pickled ``HistoryBuffer`` carries its statistics methods as
-    ``getattr(HistoryBuffer, 'mean')``. Allow-listing the real ``getattr``
-    would let a crafted file reach any attribute of any allowed object (and
-    from there arbitrary code), so only that exact lookup is served.
+    ``getattr(HistoryBuffer, 'mean')``, a sharded FSDP checkpoint its nested
+    class as ``getattr(ShardedTensor, 'ProcessGroupState')``. Allow-listing
+    the real ``getattr`` would let a crafted file reach any attribute of any
+    allowed object (and from there arbitrary code), so only those exact
+    lookups are served.
     """
     statistics = {'min', 'max', 'current', 'mean'}
     statistics.update(HistoryBuffer._statistics_methods)
@@ -129,13 +131,25 @@ SAFE_GLOBALS = (
     [HistoryBuffer]
     + _numpy_safe_globals()
     + [
-        (_history_buffer_getattr, '__builtin__.getattr'),
-        (_history_buffer_getattr, 'builtins.getattr'),
+        (_restricted_getattr, '__builtin__.getattr'),
+        (_restricted_getattr, 'builtins.getattr'),
     ]
     # FSDP checkpoint folders (rank{i}.pth): sharded tensors and their
     # metadata, nothing callable beyond their constructors.
     + _sharded_tensor_safe_globals()
 )
+
+
+def shape_text(shape):
+    """``'64x1x4x4'`` (``'scalar'`` for a 0-d shape), for error messages."""
+    return 'x'.join(map(str, shape)) or 'scalar'
+
+
+def first_few(items, limit=3):
+    """``'a, b, c and 5 more'``: the first ``limit`` of a long list of
+    strings, for error messages."""
+    more = len(items) - limit
+    return ', '.join(items[:limit]) + (f' and {more} more' if more > 0 else '')
 
 
 def register_safe_globals():

@@ -20,7 +20,7 @@ from mmengine.runner.checkpoint import find_latest_checkpoint
 from mmpretrain.registry import HOOKS
 from torch.nn.parallel import DistributedDataParallel
 
-from mmlvit.checkpoint import CheckpointError
+from mmlvit.checkpoint import CheckpointError, first_few, shape_text
 
 OPT_IN = 'default_hooks.strict_load.allow_partial=True'
 # Not learned, or restored by their module when absent: never a mismatch.
@@ -116,7 +116,7 @@ def compare(found, model):
     layouts = [saved, _parameter_shapes(model)]
     expected = max(layouts, key=lambda layout: len(layout.keys() & found))
     shapes = [
-        f'{k} (file {_dims(found[k])}, model {_dims(expected[k])})'
+        f'{k} (file {shape_text(found[k])}, model {shape_text(expected[k])})'
         for k in expected
         if k in found and found[k] != expected[k]
     ]
@@ -127,17 +127,17 @@ def compare(found, model):
     parts = []
     if shapes:
         parts.append(
-            f'{len(shapes)} tensors have another shape: {_few(shapes)}'
+            f'{len(shapes)} tensors have another shape: {first_few(shapes)}'
         )
     if missing:
         parts.append(
             f'{len(missing)} model weights are not in the file: '
-            f'{_few(missing)}'
+            f'{first_few(missing)}'
         )
     if extra:
         parts.append(
             f'{len(extra)} tensors of the file are not in the model: '
-            f'{_few(extra)}'
+            f'{first_few(extra)}'
         )
     return '; '.join(parts)
 
@@ -157,15 +157,6 @@ def _parameter_shapes(model):
             ):
                 shapes[prefix + name] = tuple(tensor.shape)
     return shapes
-
-
-def _dims(shape):
-    return 'x'.join(map(str, shape)) or 'scalar'
-
-
-def _few(items, limit=3):
-    more = len(items) - limit
-    return ', '.join(items[:limit]) + (f' and {more} more' if more > 0 else '')
 
 
 def _checkpoint_name(runner):

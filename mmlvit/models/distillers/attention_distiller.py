@@ -10,7 +10,7 @@ from mmengine.logging import print_log
 from mmengine.model import BaseModel
 from mmpretrain.registry import MODELS
 
-from mmlvit.checkpoint import CheckpointError
+from mmlvit.checkpoint import CheckpointError, first_few, shape_text
 from mmlvit.transfer import load_softmax_checkpoint
 
 from .recorder import AttentionRecording, attention_modules
@@ -59,7 +59,8 @@ def load_teacher_weights(teacher, checkpoint):
             f'{depth}, so the teacher would be silently truncated. {fix}'
         )
     shapes = [
-        f'{k} (file {_dims(state[k])}, teacher {_dims(v)})'
+        f'{k} (file {shape_text(state[k].shape)}, teacher '
+        f'{shape_text(v.shape)})'
         for k, v in own.items()
         if k in state and state[k].shape != v.shape
     ]
@@ -73,9 +74,7 @@ def load_teacher_weights(teacher, checkpoint):
         raise CheckpointError(
             f'Teacher checkpoint {checkpoint} does not fit the teacher '
             f'config{width}. {len(shapes)} tensors have another shape: '
-            f'{", ".join(shapes[:3])}'
-            + (f' and {len(shapes) - 3} more' if len(shapes) > 3 else '')
-            + f'. {fix}'
+            f'{first_few(shapes)}. {fix}'
         )
     missing, unexpected = teacher.load_state_dict(state, strict=False)
     if missing:
@@ -106,10 +105,6 @@ def _vit_arch(state):
     }
     embed = state.get('backbone.patch_embed.projection.weight')
     return len(blocks), None if embed is None else embed.shape[0]
-
-
-def _dims(tensor):
-    return 'x'.join(map(str, tensor.shape)) or 'scalar'
 
 
 def _student_key(key, prefix):
