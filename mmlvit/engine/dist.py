@@ -20,6 +20,8 @@ import re
 import torch
 import torch.distributed as torch_dist
 
+from mmlvit.engine.fsdp import is_fsdp_strategy
+
 # Texts of gloo's and NCCL's timeout errors (torch 2.x).
 _TIMEOUT_PATTERN = re.compile(
     r'timed out|timeout|watchdog caught collective', re.IGNORECASE
@@ -74,8 +76,7 @@ def place_strategy_on_cpu(strategy):
     device (``device_id``), which fails without a GPU ("Found no NVIDIA
     driver"). A device the config names is kept.
     """
-    kind = (strategy or {}).get('type', '')
-    if kind.split('.')[-1] != 'FSDPStrategy':
+    if not is_fsdp_strategy(strategy):
         return
     strategy.setdefault(
         'model_wrapper', dict(type='MMFullyShardedDataParallel')

@@ -77,6 +77,13 @@ if _MMEngineFSDPStrategy is not None:
             self.optim_wrapper.load_state_dict(optim_state_dict)
 
 
+def is_fsdp_strategy(strategy):
+    """Whether a config's ``strategy`` (dict or None) is the FSDP one,
+    under any registry scope prefix."""
+    kind = (strategy or {}).get('type', '')
+    return kind.split('.')[-1] == 'FSDPStrategy'
+
+
 def sharded_checkpoint_ranks(path):
     """The number of ``rank{i}.pth`` shards in an FSDP checkpoint folder
     (mmengine's default ``state_dict_cfg='local'``), or 0 when ``path`` is
@@ -100,11 +107,10 @@ def check_sharded_checkpoint(cfg, path):
     ranks = sharded_checkpoint_ranks(path)
     if not ranks:
         return
-    strategy = (cfg.get('strategy') or {}).get('type', '')
     world_size = int(os.environ.get('WORLD_SIZE', '1'))
     if cfg.get('launcher', 'none') == 'none':
         world_size = 1
-    if strategy.split('.')[-1] != 'FSDPStrategy':
+    if not is_fsdp_strategy(cfg.get('strategy')):
         problem = 'the config does not use the FSDP strategy'
     elif world_size != ranks:
         problem = f'this run has {world_size} process(es)'
