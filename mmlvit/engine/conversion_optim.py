@@ -25,11 +25,14 @@ from mmlvit.transfer import load_softmax_checkpoint, plan_init
 COPIED = 'copied'  # the param-group tag
 
 
+def _unwrapped(model):
+    return model.module if is_model_wrapper(model) else model
+
+
 def _student_and_prefix(model):
     """The student classifier and the prefix of its parameter names in
     ``model`` ('' or 'student.')."""
-    if is_model_wrapper(model):
-        model = model.module
+    model = _unwrapped(model)
     student = getattr(model, 'student', None)
     return (student, 'student.') if student is not None else (model, '')
 
@@ -75,11 +78,9 @@ class ConversionAwareOptimWrapperConstructor(DefaultOptimWrapperConstructor):
         super().__init__(optim_wrapper_cfg, paramwise_cfg)
 
     def __call__(self, model):
-        student, prefix = _student_and_prefix(model)
+        student, _ = _student_and_prefix(model)
         checkpoint = self.init.get('checkpoint') or getattr(
-            model.module if is_model_wrapper(model) else model,
-            'teacher_checkpoint',
-            None,
+            _unwrapped(model), 'teacher_checkpoint', None
         )
         if checkpoint is None:
             raise ValueError(
@@ -95,7 +96,7 @@ class ConversionAwareOptimWrapperConstructor(DefaultOptimWrapperConstructor):
             self.init.get('components'),
             self.init.get('copy_softmax_attention', False),
         )
-        self._copied = {prefix + key for key in report.keys('copied')}
+        self._copied = copied_parameter_names(model, report)
         # A non-empty paramwise_cfg makes the default constructor give
         # every parameter its own group (add_params below).
         self.paramwise_cfg.setdefault('custom_keys', {})
@@ -133,12 +134,7 @@ def check_groups_match_report(optim_wrapper, model, report):
     if not any(COPIED in g for g in groups):
         return
     copied = copied_parameter_names(model, report)
-    names = {
-        id(p): n
-        for n, p in (
-            model.module if is_model_wrapper(model) else model
-        ).named_parameters()
-    }
+    names = {id(p): n for n, p in _unwrapped(model).named_parameters()}
     wrong = [
         names[id(p)]
         for g in groups
