@@ -103,15 +103,14 @@ def hybrid_overrides(cfg, softmax_blocks, setting='MLPCopy'):
             f'{DISTILLER}), not {cfg.model.get("type")!r}.'
         )
     backbone = cfg.model.student.backbone
-    depth = (
-        backbone.arch['num_layers']
-        if isinstance(backbone.arch, dict)
-        else None
-    )
-    if depth is None:
+    if (
+        not isinstance(backbone.arch, dict)
+        or 'num_layers' not in backbone.arch
+    ):
         raise ValueError(
             'The student backbone must give arch as a dict with num_layers.'
         )
+    depth = backbone.arch['num_layers']
     hooks = [_plain(h) for h in cfg.get('custom_hooks') or []]
     init = [h for h in hooks if h['type'] == INIT_HOOK]
     if not init:

@@ -147,9 +147,7 @@ def train_variant(
     if blocks:
         overrides = hybrid_overrides(cfg, blocks)
         cfg.model.student.backbone.attn_cfg = overrides['attn_cfg']
-        for hook in cfg.custom_hooks:
-            if hook['type'] == 'SoftmaxToLinearInitHook':
-                hook['copy_softmax_attention'] = True
+        cfg.custom_hooks = overrides['custom_hooks']
     if variant in ('fresh-lr', 'freeze'):
         fresh_lr_mult, freeze_iters = opt
         cfg.optim_wrapper.constructor = (
