@@ -1,16 +1,21 @@
 # Set-up and entry points. Every target is idempotent.
 #   make demo   install everything, then run the main job on the embedded default
-#   make test   install everything, then run the test suite
+#   make test   install everything (dense stack included), then run the
+#               test suite
+#   make dense  install the dense stack (mmcv 2.1.0 with ops, built once and
+#               cached outside the repo; MMCV_WHEEL=path uses a given wheel)
 PYTHON  ?= python3
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
+DENSE   := $(VENV)/.dense-installed
 DATA    := data/fashion_mnist/t10k-labels-idx1-ubyte
 FMNIST  := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
 REQS    := requirements.txt $(wildcard requirements/*.txt) setup.py
 
-.PHONY: setup demo test lint
+.PHONY: setup dense demo test lint
 setup: $(STAMP) $(DATA)
+dense: setup $(DENSE)
 
 $(FMNIST):
 	apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist
@@ -19,8 +24,19 @@ $(STAMP): $(REQS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip show -q mmcv 2>/dev/null || \
+		$(PY) -m pip install -q -r requirements/mmcv-lite.txt
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	touch $(STAMP)
+
+# The full mmcv replaces mmcv-lite (both install the package `mmcv`).
+# Building its wheel takes about 25 minutes once; later calls reuse it.
+$(DENSE): $(STAMP) requirements/dense.txt tools/setup/build_mmcv_wheel.sh
+	wheel=$$(PYTHON=$(PY) bash tools/setup/build_mmcv_wheel.sh) && \
+		$(PY) -m pip uninstall -q -y mmcv-lite && \
+		$(PY) -m pip install -q "$$wheel" -r requirements/dense.txt
+	$(PY) -c 'import mmcv.ops, mmseg, mmdet'
+	touch $(DENSE)
 
 $(DATA): $(FMNIST) | $(STAMP)
 	$(PY) tools/data/prepare_fashion_mnist.py
@@ -36,7 +52,7 @@ demo: setup
 		--epochs 10 --jobs 2 \
 		--out work_dirs/demo/results.csv --work-root work_dirs/demo
 
-test: setup
+test: dense
 	$(PY) -m pytest -q tests
 
 lint: setup

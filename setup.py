@@ -72,6 +72,10 @@ if __name__ == '__main__':
         python_requires='>=3.10',
         install_requires=parse_requirements('requirements/runtime.txt'),
         extras_require=dict(
+            # mmcv: `lite` for classification, or the full mmcv 2.1.0 with
+            # ops for `dense` (built by tools/setup/build_mmcv_wheel.sh).
+            lite=parse_requirements('requirements/mmcv-lite.txt'),
+            dense=parse_requirements('requirements/dense.txt'),
             mim=parse_requirements('requirements/mim.txt'),
             tests=parse_requirements('requirements/tests.txt'),
         ),

@@ -7,13 +7,30 @@
 # CPU ops always; CUDA ops too when nvcc and a GPU are there.
 #   bash tools/setup/build_mmcv_wheel.sh        # prints the wheel's path
 # PYTHON (default .venv/bin/python), MMLVIT_WHEEL_CACHE (default
-# ~/.cache/mmlvit/wheels), MAX_JOBS (default 2) override.
+# ~/.cache/mmlvit/wheels), MAX_JOBS (default 2) override; MMCV_WHEEL=path
+# takes a wheel you already have (checked, then used as it is).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-.venv/bin/python}
 VERSION=2.1.0
 TORCH=$("$PYTHON" -c 'import torch; print(torch.__version__.split("+")[0])')
 CACHE=${MMLVIT_WHEEL_CACHE:-$HOME/.cache/mmlvit/wheels}/torch-$TORCH
+if [ -n "${MMCV_WHEEL:-}" ]; then
+    case "$(basename "$MMCV_WHEEL")" in
+    mmcv-$VERSION-*.whl) ;;
+    *)
+        echo "MMCV_WHEEL=$MMCV_WHEEL is not an mmcv $VERSION wheel" \
+            "(mmcv-$VERSION-*.whl); unset it to build one." >&2
+        exit 1
+        ;;
+    esac
+    if [ ! -f "$MMCV_WHEEL" ]; then
+        echo "MMCV_WHEEL=$MMCV_WHEEL does not exist." >&2
+        exit 1
+    fi
+    echo "$MMCV_WHEEL"
+    exit 0
+fi
 wheel=$(ls "$CACHE"/mmcv-$VERSION-*.whl 2>/dev/null | head -n 1 || true)
 if [ -n "$wheel" ]; then
     echo "$wheel"
