@@ -230,7 +230,7 @@ class AttentionDistiller(BaseModel):
             data_preprocessor=student.data_preprocessor, init_cfg=init_cfg
         )
         self.student = student
-        self.teacher = MODELS.build(teacher)
+        self.teacher = self.build_teacher(teacher)
         self.teacher_checkpoint = teacher_checkpoint
         load_teacher_weights(self.teacher, teacher_checkpoint)
         self.teacher.requires_grad_(False)
@@ -240,9 +240,12 @@ class AttentionDistiller(BaseModel):
             raise ValueError(
                 'AttentionDistiller needs at least one distillation loss.'
             )
-        self.distill_losses = nn.ModuleList(
-            MODELS.build(cfg) for cfg in distill_losses
-        )
+        # Losses are registered in mmpretrain's MODELS: build them there
+        # whatever scope the caller runs in (an mmseg or mmdet config).
+        with MODELS.switch_scope_and_registry('mmpretrain') as registry:
+            self.distill_losses = nn.ModuleList(
+                registry.build(cfg) for cfg in distill_losses
+            )
         self.distill_scale = 1.0
 
         student_attns = attention_modules(self.student, 'student')
@@ -265,7 +268,10 @@ class AttentionDistiller(BaseModel):
             loss.needs_logits for loss in self.distill_losses
         )
         for role in ('student', 'teacher'):
-            if self.record_logits and getattr(self, role).head is None:
+            if (
+                self.record_logits
+                and getattr(getattr(self, role), 'head', None) is None
+            ):
                 raise ValueError(
                     f'The {role} has no head, but a distillation loss '
                     'compares logits.'
@@ -273,6 +279,12 @@ class AttentionDistiller(BaseModel):
 
         self.register_state_dict_post_hook(_save_student_only)
         self.register_load_state_dict_pre_hook(_load_student_only)
+
+    def build_teacher(self, cfg):
+        """The frozen softmax teacher, built from its config (a classifier
+        here; a sibling may build another model whose blocks sit at
+        ``backbone.layers.{i}``)."""
+        return MODELS.build(cfg)
 
     @staticmethod
     def _check_shapes(student_attns, teacher_attns):
