@@ -143,6 +143,16 @@ class LinearVisionTransformer(VisionTransformer):
 
     The other arguments are ``VisionTransformer``'s (``norm_cfg`` defaults to
     LN with eps 1e-6, ``patch_cfg`` and ``layer_cfgs`` to empty dicts).
+
+    As a dense-prediction backbone (MMSegmentation, MMDetection: type
+    ``'mmpretrain.LinearVisionTransformer'``), ``out_type='featmap'`` with
+    ``out_indices=(i, j, ...)`` (a tuple or list; negative entries count
+    from the end) returns one (B, C, ceil(H/p), ceil(W/p)) map per index for
+    any (B, in_channels, H, W) input: the patch embedding pads the bottom
+    and right edges to a multiple of the patch size p (mmcv's ``'corner'``
+    padding), learned positions are resized and sin-cos ones computed for
+    that grid. ``final_norm`` normalises the last layer's output only.
+    Frozen stages stay in eval mode in ``train()``.
     """
 
     def __init__(
@@ -180,6 +190,11 @@ class LinearVisionTransformer(VisionTransformer):
             )
         norm_cfg = norm_cfg or dict(type='LN', eps=1e-6)
         layer_cfgs = layer_cfgs or dict()
+        # mmpretrain writes negative indices back into the sequence: give it
+        # a fresh list (a config's tuple cannot be written, its list must not
+        # change).
+        if not isinstance(out_indices, int):
+            out_indices = list(out_indices)
         # mmpretrain builds softmax layers here; they are replaced below.
         super().__init__(
             arch=arch,
@@ -240,6 +255,14 @@ class LinearVisionTransformer(VisionTransformer):
 
         if self.frozen_stages > 0:
             self._freeze_stages()
+
+    def train(self, mode=True):
+        """Set the training mode; frozen stages (``frozen_stages``) stay in
+        eval mode, so their dropout and drop path stay off."""
+        super().train(mode)
+        if mode and self.frozen_stages > 0:
+            self._freeze_stages()
+        return self
 
     def _per_layer_attn_cfgs(self, attn_cfg):
         """Validate ``attn_cfg`` and return one config per layer."""
