@@ -1,1 +1,1 @@
-from . import attentions, backbones, distillers, losses  # noqa: F401
+from . import attentions, backbones, distillers, losses, necks  # noqa: F401
