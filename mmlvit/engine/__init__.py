@@ -3,6 +3,7 @@ from . import (  # noqa: F401
     conversion_optim,
     fsdp,
     hooks,
+    layer_decay,
     optim_wrapper,
 )
 
