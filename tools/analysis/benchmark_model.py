@@ -22,12 +22,9 @@ Example::
 """
 
 import argparse
-import ctypes
 import json
-import multiprocessing
 import os.path as osp
 import time
-import traceback
 
 import torch
 from mmengine.utils import mkdir_or_exist
@@ -36,11 +33,10 @@ from mmpretrain.models import VisionTransformer
 import mmlvit  # noqa: F401
 from mmlvit.models.attentions import registered_operators
 from mmlvit.models.backbones import LinearVisionTransformer
-from mmlvit.utils import reset_peak_resident, resident_kib
+from mmlvit.utils import measure_step, run_in_child
 
 SOFTMAX = 'softmax'
 MODES = ('forward', 'forward+backward')
-M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 
 
 def parse_args(argv=None):
@@ -131,30 +127,9 @@ def build_model(name, arch, img_size):
     )
 
 
-def measure_mode(step, repeats, budget_s):
-    """Time ``step`` and record the peak memory it adds.
-
-    Returns:
-        dict: ``times`` (s, timed runs) and ``peak_mib``.
-    """
-    reset_peak_resident()
-    before = resident_kib('VmRSS')
-    start = time.perf_counter()
-    step()
-    warm_up = time.perf_counter() - start
-    times = []
-    if warm_up > budget_s:
-        times.append(warm_up)
-    while len(times) < repeats and sum(times) < budget_s:
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    peak_mib = (resident_kib('VmHWM') - before) / 1024
-    return dict(times=times, peak_mib=peak_mib)
-
-
 def measure_case(name, size, mode, args):
-    """One model, resolution and mode (run in a child process)."""
+    """One model, resolution and mode (run in a child process: see
+    :func:`mmlvit.utils.run_in_child`)."""
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -171,38 +146,10 @@ def measure_case(name, size, mode, args):
 
     training = mode == 'forward+backward'
     model.train(training)
-    result = measure_mode(
+    result = measure_step(
         forward_backward if training else forward, args.repeats, args.budget_s
     )
     result['images_per_s'] = args.batch_size / min(result['times'])
-    return result
-
-
-def _child(conn, *case):
-    # Tensors over 64 KiB get their own mappings, returned to the system when
-    # freed: the resident set follows the live tensors, not malloc's caches.
-    ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 64 * 1024)
-    try:
-        conn.send(measure_case(*case))
-    except Exception:  # reported by the parent
-        conn.send(dict(error=traceback.format_exc(limit=3)))
-    conn.close()
-
-
-def run_in_child(name, size, mode, args):
-    """Fork a process so that every case starts from the same memory."""
-    ctx = multiprocessing.get_context('fork')
-    receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(sender, name, size, mode, args))
-    proc.start()
-    sender.close()
-    try:
-        result = receiver.recv()
-    except EOFError:
-        result = None
-    proc.join()
-    if result is None:
-        result = dict(error=f'process died (exit code {proc.exitcode})')
     return result
 
 
@@ -328,7 +275,7 @@ def main(argv=None):
         for mode in args.modes:  # the models of one mode run back to back
             for name, per_size in results.items():
                 start = time.perf_counter()
-                res = run_in_child(name, size, mode, args)
+                res = run_in_child(measure_case, name, size, mode, args)
                 per_size.setdefault(str(size), {})[mode] = res
                 if 'error' in res:
                     error = res['error'].strip().splitlines()[-1]

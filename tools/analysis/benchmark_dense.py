@@ -1,0 +1,550 @@
+"""Time, peak memory and FLOPs of whole dense models: linear vs softmax ViT-B.
+
+Models: UperNet (MMSegmentation, ``configs/_base_/models/dense/
+upernet_lvit-b.py``) and Mask R-CNN with a simple feature pyramid
+(MMDetection, ``configs/_base_/models/dense/mask-rcnn_lvit-b_simple-fpn.py``),
+each built once per backbone: the config's ``LinearVisionTransformer`` with
+``attn_cfg=dict(type=OPERATOR)`` for every linear operator and with
+``SoftmaxAttention`` as the reference. Random weights, batch 1, square
+(1, 3, px, px) inputs that skip the data preprocessor (normalisation and
+padding are no part of the model's cost).
+
+Modes:
+
+- ``train``: the loss mode with synthetic targets (a random ``gt_sem_seg``;
+  a few random boxes, labels and box-shaped masks), forward + backward of
+  the summed losses, gradients for every parameter. BatchNorm layers use
+  their running statistics: UperNet's 1x1 pooled map cannot be normalised
+  over a batch of one.
+- ``inference``: the predict mode under ``no_grad``. UperNet runs on the
+  whole image (``test_cfg.mode='whole'``, not the config's 512-px sliding
+  window, which would hide the token count from the backbone); Mask R-CNN
+  keeps ``max_per_img`` (100) detections whatever their score
+  (``test_cfg.rcnn.score_thr=0``), so that its mask head does the same work
+  for every backbone, as random weights would otherwise decide it.
+
+Every (model, mode, px, backbone) runs in a fresh forked process
+(:func:`mmlvit.utils.run_in_child`, as ``benchmark_model.py``): one warm-up
+call, then up to ``--repeats`` timed calls within ``--budget-s`` (a warm-up
+longer than the budget is itself the measurement); time = the best call;
+peak memory = the rise of the peak resident set (VmHWM) during those calls.
+FLOPs are counted during the warm-up by ``torch.utils.flop_counter.
+FlopCounterMode`` (matrix products and convolutions, forward and, in
+train mode, backward; 2 per multiply-add; element-wise ops and mmcv's
+RoIAlign and NMS are not counted), with formulas for the CPU kernels of
+SDPA, which torch's counter does not know. Counting costs no extra call:
+it adds about 0.3-0.5 s to a Mask R-CNN call (its heads run many small
+ops) and nothing measurable to UperNet's, so a counted warm-up longer
+than the budget is a fair measurement. Training calls reseed torch, so
+every call samples the same anchors and RoIs.
+
+Writes results.json, table.md and benchmark_dense.png to ``--out-dir``
+and prints the table: speed-up = softmax time / linear time, FLOP ratio =
+softmax FLOPs / linear FLOPs, their quotient (the fraction of the
+arithmetic ceiling reached), memory ratio = linear peak / softmax peak.
+
+Example (the run in docs/benchmarks.md, section "Dense models")::
+
+    python tools/analysis/benchmark_dense.py --threads 1 --repeats 1 \
+        --budget-s 20 --out-dir work_dirs/benchmark_dense
+"""
+
+import argparse
+import json
+import os.path as osp
+import time
+
+import torch
+from mmengine.config import Config
+from mmengine.model import revert_sync_batchnorm
+from mmengine.registry import DefaultScope
+from mmengine.utils import mkdir_or_exist
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.utils import flop_counter
+
+import mmlvit  # noqa: F401
+from mmlvit.models.attentions import registered_operators
+from mmlvit.utils import measure_step, run_in_child
+
+REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+DENSE_MODELS = {
+    'upernet': dict(
+        config='configs/_base_/models/dense/upernet_lvit-b.py', scope='mmseg'
+    ),
+    'mask-rcnn': dict(
+        config='configs/_base_/models/dense/mask-rcnn_lvit-b_simple-fpn.py',
+        scope='mmdet',
+    ),
+}
+SOFTMAX = 'SoftmaxAttention'
+MODES = ('train', 'inference')
+TARGET_PX = 1024
+TARGET_FRACTION = 0.7  # speed-up / FLOP ratio
+
+
+def _cpu_sdpa_flops(query, key, value, *args, out_shape=None, **kwargs):
+    """(q, k, v) shapes (B, h, N, d) -> 4 B N^2 h d: q k^T and A v."""
+    return flop_counter.sdpa_flop_count(query, key, value)
+
+
+def _cpu_sdpa_backward_flops(
+    grad_out, query, key, value, *args, out_shape=None, **kwargs
+):
+    """The recomputed q k^T and four products of the same size."""
+    return flop_counter.sdpa_backward_flop_count(grad_out, query, key, value)
+
+
+# torch's counter has formulas for the CUDA SDPA kernels only.
+CPU_SDPA_FLOPS = {
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: (
+        _cpu_sdpa_flops
+    ),
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: (
+        _cpu_sdpa_backward_flops
+    ),
+}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Time, peak memory and FLOPs of UperNet and Mask R-CNN '
+        'with linear vs softmax ViT-B backbones, train and inference.'
+    )
+    parser.add_argument(
+        '--models', nargs='+', choices=list(DENSE_MODELS), default=None
+    )
+    parser.add_argument(
+        '--operators',
+        nargs='+',
+        default=['GatedLinearAttention', 'ReLULinearAttention'],
+        choices=registered_operators(linear_cost=True),
+        metavar='OPERATOR',
+        help='linear attention operators (registered names)',
+    )
+    parser.add_argument(
+        '--modes', nargs='+', choices=MODES, default=list(MODES)
+    )
+    parser.add_argument(
+        '--train-resolutions', nargs='+', type=int, default=[512, 1024]
+    )
+    parser.add_argument(
+        '--infer-resolutions',
+        nargs='+',
+        type=int,
+        default=[512, 1024, 1536, 2048],
+    )
+    parser.add_argument(
+        '--skip',
+        nargs='+',
+        default=[],
+        metavar='MODEL:MODE:PX[:REASON]',
+        help='cases not to run (every backbone), listed as skipped '
+        '(with the reason if given)',
+    )
+    parser.add_argument(
+        '--case-timeout-s',
+        type=float,
+        default=None,
+        help='stop a case after this long and list it as skipped',
+    )
+    parser.add_argument(
+        '--repeats', type=int, default=3, help='timed runs per case (max)'
+    )
+    parser.add_argument(
+        '--budget-s',
+        type=float,
+        default=60.0,
+        help='stop repeating once the timed runs of a case took this long',
+    )
+    parser.add_argument(
+        '--threads',
+        type=int,
+        default=1,
+        help='torch intra-op threads (1: see docs/benchmarks.md)',
+    )
+    parser.add_argument('--out-dir', default='work_dirs/benchmark_dense')
+    args = parser.parse_args(argv)
+    args.models = args.models or list(DENSE_MODELS)
+    return args
+
+
+def scope_registry(scope):
+    """The ``MODELS`` registry of ``'mmseg'`` or ``'mmdet'``, with that
+    package's models registered (import it before forking the cases)."""
+    if scope == 'mmseg':
+        import mmseg.models  # noqa: F401
+        from mmseg.registry import MODELS
+    else:
+        import mmdet.models  # noqa: F401
+        from mmdet.registry import MODELS
+    return MODELS
+
+
+def build_dense_model(name, operator, cfg_options=None):
+    """The dense model ``name`` with every backbone block's attention
+    ``operator``, random weights, SyncBN reverted to BN.
+
+    Args:
+        name (str): A key of ``DENSE_MODELS``.
+        operator (str): A registered attention operator.
+        cfg_options (dict, optional): Dotted config keys -> values, merged
+            into the config (e.g. a smaller backbone arch for tests).
+    """
+    spec = DENSE_MODELS[name]
+    cfg = Config.fromfile(osp.join(REPO_ROOT, spec['config']))
+    cfg.merge_from_dict(cfg_options or {})
+    cfg.model.backbone.attn_cfg = dict(type=operator)
+    if spec['scope'] == 'mmseg':
+        cfg.model.test_cfg = dict(mode='whole')
+    else:
+        cfg.model.test_cfg.rcnn.score_thr = 0.0
+    MODELS = scope_registry(spec['scope'])
+    with DefaultScope.overwrite_default_scope(spec['scope']):
+        model = MODELS.build(cfg.model)
+    return revert_sync_batchnorm(model)
+
+
+def seg_samples(size, num_classes, generator):
+    """One ``SegDataSample`` with a random (1, size, size) label map."""
+    from mmengine.structures import PixelData
+    from mmseg.structures import SegDataSample
+
+    shape = (size, size)
+    sample = SegDataSample(
+        metainfo=dict(
+            img_shape=shape,
+            ori_shape=shape,
+            pad_shape=shape,
+            padding_size=[0, 0, 0, 0],
+        )
+    )
+    labels = torch.randint(num_classes, (1, *shape), generator=generator)
+    sample.gt_sem_seg = PixelData(data=labels)
+    return [sample]
+
+
+def det_samples(size, num_classes, generator, num_boxes=5):
+    """One ``DetDataSample`` with ``num_boxes`` random boxes (5-50 % of the
+    image side), labels and box-shaped ``BitmapMasks`` (n, size, size)."""
+    import numpy as np
+    from mmdet.structures import DetDataSample
+    from mmdet.structures.mask import BitmapMasks
+    from mmengine.structures import InstanceData
+
+    shape = (size, size)
+    sample = DetDataSample(
+        metainfo=dict(
+            img_shape=shape,
+            ori_shape=shape,
+            pad_shape=shape,
+            batch_input_shape=shape,
+            scale_factor=(1.0, 1.0),
+        )
+    )
+    wh = (0.05 + 0.45 * torch.rand(num_boxes, 2, generator=generator)) * size
+    xy = torch.rand(num_boxes, 2, generator=generator) * (size - wh)
+    boxes = torch.cat([xy, xy + wh], dim=1).floor()
+    masks = np.zeros((num_boxes, size, size), dtype=np.uint8)
+    for mask, (x0, y0, x1, y1) in zip(masks, boxes.int().tolist()):
+        mask[y0:y1, x0:x1] = 1
+    sample.gt_instances = InstanceData(
+        bboxes=boxes,
+        labels=torch.randint(num_classes, (num_boxes,), generator=generator),
+        masks=BitmapMasks(masks, size, size),
+    )
+    return [sample]
+
+
+def model_step(model, name, mode, size):
+    """The call to time: ``train`` (loss, backward) or ``inference``
+    (predict, no grad) on a (1, 3, size, size) image."""
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randn(1, 3, size, size, generator=generator)
+    if DENSE_MODELS[name]['scope'] == 'mmseg':
+        samples = seg_samples(size, model.num_classes, generator)
+    else:
+        num_classes = model.roi_head.bbox_head.num_classes
+        samples = det_samples(size, num_classes, generator)
+
+    def train():
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(0)  # the same sampled RoIs in every call
+        losses = model(images, samples, mode='loss')
+        model.parse_losses(losses)[0].backward()
+
+    def inference():
+        with torch.no_grad():
+            model(images, samples, mode='predict')
+
+    model.train(mode == 'train')
+    for module in model.modules():
+        if isinstance(module, _BatchNorm):
+            module.eval()
+    return train if mode == 'train' else inference
+
+
+class FlopCountedStep:
+    """Calls ``step``; the first call also counts its FLOPs (``flops``)."""
+
+    def __init__(self, step):
+        self.step = step
+        self.flops = None
+
+    def __call__(self):
+        if self.flops is not None:
+            return self.step()
+        counter = flop_counter.FlopCounterMode(
+            display=False, custom_mapping=CPU_SDPA_FLOPS
+        )
+        with counter:
+            self.step()
+        self.flops = counter.get_total_flops()
+
+
+def count_flops(step):
+    """FLOPs of one call of ``step`` (see the module docstring)."""
+    counted = FlopCountedStep(step)
+    counted()
+    return counted.flops
+
+
+def measure_case(name, operator, mode, size, args, cfg_options=None):
+    """One model, backbone, mode and size (run in a child process).
+
+    Returns:
+        dict: ``times``, ``warm_up_s`` (the counted call), ``peak_mib``,
+        ``seconds`` (best time) and ``flops``.
+    """
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model = build_dense_model(name, operator, cfg_options)
+    step = FlopCountedStep(model_step(model, name, mode, size))
+    result = measure_step(step, args.repeats, args.budget_s)
+    result['seconds'] = min(result['times'])
+    result['flops'] = step.flops
+    return result
+
+
+def resolutions(args, mode):
+    return (
+        args.train_resolutions if mode == 'train' else args.infer_resolutions
+    )
+
+
+def ratio_rows(results):
+    """One row per measured case, with its ratios to the softmax model of
+    the same (model, mode, px); ``status`` is 'ok', 'skipped: ...' or
+    'failed: ...'."""
+    rows = []
+    for name, per_mode in results.items():
+        for mode, per_size in per_mode.items():
+            for size, per_backbone in per_size.items():
+                ref = per_backbone.get(SOFTMAX, {})
+                for backbone, res in per_backbone.items():
+                    row = dict(model=name, mode=mode, px=int(size))
+                    row['backbone'] = backbone
+                    if 'skipped' in res:
+                        row['status'] = f'skipped: {res["skipped"]}'
+                    elif 'error' in res:
+                        error = res['error'].strip().splitlines()[-1]
+                        row['status'] = f'failed: {error}'
+                    else:
+                        row['status'] = 'ok'
+                        row.update(
+                            seconds=res['seconds'],
+                            gflop=res['flops'] / 1e9,
+                            peak_mib=res['peak_mib'],
+                            runs=len(res['times']),
+                        )
+                        if 'seconds' in ref:
+                            speedup = ref['seconds'] / res['seconds']
+                            flop_ratio = ref['flops'] / res['flops']
+                            row.update(
+                                speedup=speedup,
+                                flop_ratio=flop_ratio,
+                                fraction_of_flop_ratio=speedup / flop_ratio,
+                                memory_ratio=res['peak_mib'] / ref['peak_mib'],
+                            )
+                    rows.append(row)
+    return rows
+
+
+def markdown_table(rows):
+    header = (
+        '| model | mode | px | backbone | time (s) | GFLOP | peak MiB | '
+        'speed-up | FLOP ratio | speed-up / FLOP ratio | memory ratio |'
+    )
+    lines = [header, '|---|---|---:|---|' + '---:|' * 7]
+    for row in rows:
+        cells = [row['model'], row['mode'], str(row['px']), row['backbone']]
+        if row['status'] != 'ok':
+            cells += [row['status']] + [''] * 6
+        else:
+            cells += [
+                f'{row["seconds"]:.3g}',
+                f'{row["gflop"]:.4g}',
+                f'{row["peak_mib"]:.0f}',
+            ]
+            if 'speedup' in row:
+                cells += [
+                    f'{row["speedup"]:.2f}x',
+                    f'{row["flop_ratio"]:.2f}',
+                    f'{100 * row["fraction_of_flop_ratio"]:.0f} %',
+                    f'{row["memory_ratio"]:.2f}',
+                ]
+            else:
+                cells += ['-'] * 4
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
+
+
+def target_verdicts(rows):
+    """At TARGET_PX, every linear model's speed-up should reach
+    TARGET_FRACTION of its FLOP ratio."""
+    verdicts = []
+    for row in rows:
+        if row['backbone'] == SOFTMAX or row['px'] != TARGET_PX:
+            continue
+        case = f'{row["model"]} {row["mode"]} {row["px"]} px {row["backbone"]}'
+        if 'speedup' not in row:
+            verdicts.append(f'n/a    {case}: {row["status"]}')
+            continue
+        fraction = row['fraction_of_flop_ratio']
+        verdicts.append(
+            f'{"met   " if fraction >= TARGET_FRACTION else "MISSED"} '
+            f'{case}: speed-up {row["speedup"]:.2f}x, FLOP ratio '
+            f'{row["flop_ratio"]:.2f}, {100 * fraction:.0f} % of it '
+            f'(target >= {100 * TARGET_FRACTION:.0f} %)'
+        )
+    return verdicts
+
+
+def plot(rows, path):
+    """Time against input size, one panel per (model, mode), one line per
+    backbone; log-log."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
+
+    panels = sorted({(r['model'], r['mode']) for r in rows})
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False
+    )
+    for ax, (name, mode) in zip(axes[0], panels):
+        panel = [r for r in rows if (r['model'], r['mode']) == (name, mode)]
+        sizes = sorted({r['px'] for r in panel})
+        for backbone in dict.fromkeys(r['backbone'] for r in panel):
+            points = [
+                (r['px'], r['seconds'])
+                for r in panel
+                if r['backbone'] == backbone and r['status'] == 'ok'
+            ]
+            if points:
+                style = '--' if backbone == SOFTMAX else '-'
+                ax.plot(*zip(*points), style, marker='o', label=backbone)
+        ax.set_xscale('log', base=2)
+        ax.set_yscale('log')
+        ax.set_xticks(sizes, [str(size) for size in sizes])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.set_title(f'{name}, {mode}')
+        ax.set_xlabel('input size (px)')
+        ax.set_ylabel('time per image (s)')
+        ax.grid(True, which='both', alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_case(name, operator, mode, size, args, cfg_options):
+    """Measure one case unless ``--skip`` names it."""
+    for entry in args.skip:
+        fields = entry.split(':', 3)
+        if fields[:3] == [name, mode, str(size)]:
+            return dict(skipped=fields[3] if len(fields) > 3 else '--skip')
+    return run_in_child(
+        measure_case,
+        name,
+        operator,
+        mode,
+        size,
+        args,
+        cfg_options,
+        timeout_s=args.case_timeout_s,
+    )
+
+
+def summary(res):
+    if 'skipped' in res:
+        return f'skipped: {res["skipped"]}'
+    if 'error' in res:
+        return f'FAILED: {res["error"].strip().splitlines()[-1]}'
+    return (
+        f'{res["seconds"]:.3g} s, {res["flops"] / 1e9:.4g} GFLOP, '
+        f'{res["peak_mib"]:.0f} MiB, {len(res["times"])} runs'
+    )
+
+
+def main(argv=None, cfg_options=None):
+    """Run the grid; returns the table rows.
+
+    Args:
+        argv (list[str], optional): Command-line arguments.
+        cfg_options (dict, optional): Model name -> dotted config keys ->
+            values, merged into that model's config (used by the tests for
+            a tiny backbone).
+    """
+    args = parse_args(argv)
+    cfg_options = cfg_options or {}
+    mkdir_or_exist(args.out_dir)
+    backbones = [SOFTMAX] + args.operators
+    results = {}
+    for name in args.models:
+        scope_registry(DENSE_MODELS[name]['scope'])
+        for mode in args.modes:
+            for size in resolutions(args, mode):
+                per_backbone = results.setdefault(name, {}).setdefault(
+                    mode, {}
+                )[str(size)] = {}
+                for operator in backbones:
+                    start = time.perf_counter()
+                    res = run_case(
+                        name, operator, mode, size, args,
+                        cfg_options.get(name),
+                    )  # fmt: skip
+                    per_backbone[operator] = res
+                    print(
+                        f'{name} {mode} {size}px {operator}: {summary(res)} '
+                        f'[{time.perf_counter() - start:.0f} s]',
+                        flush=True,
+                    )
+                    with open(
+                        osp.join(args.out_dir, 'results.json'), 'w'
+                    ) as f:
+                        json.dump(
+                            dict(config=vars(args), results=results),
+                            f,
+                            indent=1,
+                        )
+
+    rows = ratio_rows(results)
+    table = markdown_table(rows)
+    verdicts = target_verdicts(rows)
+    with open(osp.join(args.out_dir, 'results.json'), 'w') as f:
+        json.dump(
+            dict(config=vars(args), results=results, rows=rows), f, indent=1
+        )
+    with open(osp.join(args.out_dir, 'table.md'), 'w') as f:
+        f.write(table + '\n\n' + '\n'.join(verdicts) + '\n')
+    plot(rows, osp.join(args.out_dir, 'benchmark_dense.png'))
+    print(table)
+    print('\n'.join(verdicts))
+    return rows
+
+
+if __name__ == '__main__':
+    main()
