@@ -1,0 +1,9 @@
+# The softmax reference: the small Mask R-CNN on the tiny softmax ViT, its
+# backbone copied whole from the softmax classifier (FullCopy).
+_base_ = ['../_base_/dense/mask-rcnn_vit-tiny-p4_dense-fmnist.py']
+
+model = dict(backbone=dict(attn_cfg=dict(type='SoftmaxAttention')))
+custom_hooks = [
+    dict(type='mmpretrain.SoftmaxToLinearInitHook', setting='FullCopy',
+         checkpoint='checkpoints/vit-tiny-p4_softmax_fashion-mnist.pth'),
+]

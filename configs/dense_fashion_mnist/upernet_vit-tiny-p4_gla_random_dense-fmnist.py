@@ -1,0 +1,3 @@
+# The baseline: the small UperNet with a GLA backbone started at random
+# (Random), no distillation.
+_base_ = ['../_base_/dense/upernet_vit-tiny-p4_dense-fmnist.py']
