@@ -1,5 +1,6 @@
-# The flagship operator on COCO: Mask R-CNN 1x on the GLA linear ViT-B
-# converted on ImageNet-1K (MLPCopy + attention distillation).
+# The flagship operator on COCO: Mask R-CNN 1x on the GLA linear ViT-B (the
+# model base's operator) converted on ImageNet-1K (MLPCopy + attention
+# distillation).
 # The backbone is the ImageNet-1K student of
 # configs/lvit/vit-b_gla_mlpcopy-distill_in1k.py as its run saved it (an ordinary classifier
 # checkpoint; position embeddings are resized); neck and heads start fresh.
@@ -8,7 +9,6 @@ _base_ = ['../_base_/dense/mask-rcnn_coco-1x.py']
 
 model = dict(
     backbone=dict(
-        attn_cfg=dict(type='GatedLinearAttention'),
         init_cfg=dict(
             type='Pretrained',
             checkpoint='work_dirs/vit-b_gla_mlpcopy-distill_in1k/epoch_300.pth',

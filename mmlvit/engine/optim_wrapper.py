@@ -51,11 +51,15 @@ AMP_TYPES = {
 
 
 def amp_type(type_name):
-    """The mixed-precision form of the optimizer wrapper ``type_name``."""
-    if type_name in AMP_TYPES.values():
+    """The mixed-precision form of the optimizer wrapper ``type_name``
+    (a registry scope prefix, e.g. ``mmpretrain.`` in a dense config,
+    is kept)."""
+    scope, _, name = type_name.rpartition('.')
+    prefix = scope + '.' if scope else ''
+    if name in AMP_TYPES.values():
         return type_name
-    if type_name in AMP_TYPES:
-        return AMP_TYPES[type_name]
+    if name in AMP_TYPES:
+        return prefix + AMP_TYPES[name]
     raise ValueError(
         f'--amp knows the mixed-precision form of {", ".join(AMP_TYPES)}, '
         f'but optim_wrapper.type is {type_name!r}: set a mixed-precision '

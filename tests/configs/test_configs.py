@@ -22,7 +22,13 @@ ALL_CONFIGS = sorted(
     osp.relpath(p, ROOT)
     for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True)
 )
-EXPERIMENTS = [c for c in ALL_CONFIGS if '_base_' not in c]
+# Dense (MMSegmentation / MMDetection) configs: tests/configs/
+# test_dense_configs.py.
+DENSE_CONFIGS = [c for c in ALL_CONFIGS if 'dense' in c]
+DENSE_EXPERIMENTS = [c for c in DENSE_CONFIGS if '_base_' not in c]
+EXPERIMENTS = [
+    c for c in ALL_CONFIGS if '_base_' not in c and c not in DENSE_CONFIGS
+]
 FLAGSHIP = 'configs/lvit/vit-b_gla_copy-distill_in1k.py'
 
 
@@ -159,7 +165,7 @@ def _lookup(cfg, path):
     return cfg
 
 
-@pytest.mark.parametrize('path', EXPERIMENTS)
+@pytest.mark.parametrize('path', EXPERIMENTS + DENSE_EXPERIMENTS)
 def test_leaves_state_only_what_differs_from_their_bases(path):
     """Every value a leaf config states differs from what its bases
     resolve to: no leaf restates a base's value."""

@@ -323,6 +323,10 @@ def test_amp_flag_keeps_the_protection(repo_root):
     assert cfg.optim_wrapper.type == 'SkipNonFiniteAmpOptimWrapper'
     assert cfg.optim_wrapper.loss_scale == 'dynamic'
     assert amp_type('OptimWrapper') == 'AmpOptimWrapper'
+    # Dense configs name the wrapper with its registry's scope.
+    assert amp_type('mmpretrain.SkipNonFiniteOptimWrapper') == (
+        'mmpretrain.SkipNonFiniteAmpOptimWrapper'
+    )
     with pytest.raises(ValueError, match="optim_wrapper.type is 'Custom'"):
         amp_type('Custom')
 

@@ -13,7 +13,7 @@ from mmengine.registry import DefaultScope
 mmseg = pytest.importorskip('mmseg')
 mmdet = pytest.importorskip('mmdet')
 
-from mmengine.structures import InstanceData, PixelData  # noqa: E402
+from dense_samples import det_batch, seg_batch  # noqa: E402
 from mmpretrain.registry import MODELS  # noqa: E402
 from test_distiller import attention_outputs, mse64  # noqa: E402
 
@@ -125,59 +125,6 @@ def build(teacher_ckpt, student, scope, teacher=TEACHER_BACKBONE, **kwargs):
         )
     distiller.init_weights()
     return distiller
-
-
-def seg_batch(distiller, size=2, seed=0):
-    from mmseg.structures import SegDataSample
-
-    gen = torch.Generator().manual_seed(seed)
-    samples = []
-    images = []
-    for _ in range(size):
-        images.append(torch.randint(0, 255, (3, SIZE, SIZE), generator=gen))
-        sample = SegDataSample()
-        sample.gt_sem_seg = PixelData(
-            data=torch.randint(0, 3, (1, SIZE, SIZE), generator=gen)
-        )
-        sample.set_metainfo(
-            dict(img_shape=(SIZE, SIZE), ori_shape=(SIZE, SIZE))
-        )
-        samples.append(sample)
-    data = distiller.data_preprocessor(
-        dict(inputs=images, data_samples=samples), training=True
-    )
-    return data['inputs'], data['data_samples']
-
-
-def det_batch(distiller, size=2, seed=0):
-    from mmdet.structures import DetDataSample
-    from mmdet.structures.mask import BitmapMasks
-
-    gen = torch.Generator().manual_seed(seed)
-    images, samples = [], []
-    for _ in range(size):
-        images.append(torch.randint(0, 255, (3, SIZE, SIZE), generator=gen))
-        masks = torch.zeros(2, SIZE, SIZE, dtype=torch.uint8)
-        masks[0, 8:40, 4:30] = 1
-        masks[1, 30:60, 20:62] = 1
-        instances = InstanceData(
-            bboxes=torch.tensor([[4.0, 8, 30, 40], [20.0, 30, 62, 60]]),
-            labels=torch.tensor([0, 2]),
-            masks=BitmapMasks(masks.numpy(), SIZE, SIZE),
-        )
-        sample = DetDataSample(gt_instances=instances)
-        sample.set_metainfo(
-            dict(
-                img_shape=(SIZE, SIZE),
-                ori_shape=(SIZE, SIZE),
-                scale_factor=(1.0, 1.0),
-            )
-        )
-        samples.append(sample)
-    data = distiller.data_preprocessor(
-        dict(inputs=images, data_samples=samples), training=True
-    )
-    return data['inputs'], data['data_samples']
 
 
 def teacher_block_outputs(teacher_backbone, inputs):
