@@ -18,6 +18,7 @@ pytest.importorskip('mmdet')
 
 from dense_samples import det_batch, seg_batch  # noqa: E402
 from mmengine.registry import MODELS as ROOT_MODELS  # noqa: E402
+from mmpretrain.models.utils import resize_pos_embed  # noqa: E402
 from mmpretrain.registry import HOOKS  # noqa: E402
 from mmpretrain.registry import MODELS as PRETRAIN_MODELS  # noqa: E402
 from test_configs import DENSE_EXPERIMENTS, ROOT, load  # noqa: E402
@@ -135,14 +136,16 @@ def test_model_builds_and_initialises(path, softmax_checkpoint, tmp_path):
     backbone_cfg = segmentor_cfg.backbone
     init = backbone_cfg.get('init_cfg')
     if init is not None:
-        # A student backbone from the classification pipeline: a classifier
-        # checkpoint of the same backbone, synthesised.
+        # A student of the classification pipeline (224 px, as on
+        # ImageNet): a classifier checkpoint of the same backbone,
+        # synthesised.
         classifier = PRETRAIN_MODELS.build(
             dict(
                 type='ImageClassifier',
                 backbone={
                     k: v for k, v in backbone_cfg.items() if k != 'init_cfg'
-                },
+                }
+                | dict(img_size=224),
             )
         )
         torch.save(
@@ -160,11 +163,20 @@ def test_model_builds_and_initialises(path, softmax_checkpoint, tmp_path):
         }
     )
     if init is not None:
+        # Every tensor as the classifier has it, the position embedding
+        # resized from the 14 x 14 grid to the dense one.
+        dense = segmentor.backbone.state_dict()
         for key, value in classifier.backbone.state_dict().items():
-            if key != 'pos_embed':
-                assert torch.equal(
-                    segmentor.backbone.state_dict()[key], value
-                ), key
+            if key == 'pos_embed':
+                value = resize_pos_embed(
+                    value,
+                    (14, 14),
+                    segmentor.backbone.patch_resolution,
+                    mode='bicubic',
+                    num_extra_tokens=segmentor.backbone.num_extra_tokens,
+                )
+            assert dense[key].shape == value.shape, key
+            assert torch.allclose(dense[key], value, atol=1e-6), key
     for hook_cfg in cfg.get('custom_hooks', []):
         hook_cfg = dict(hook_cfg)
         if hook_cfg.get('checkpoint') and not osp.isfile(
