@@ -4,13 +4,13 @@
 # checkpoints/vit-tiny-p4_softmax_fashion-mnist.pth) gives its last block's
 # stride-4 map; SimpleFPN keeps it (x1), halves it (x0.5) and pools further
 # to strides 16/32/64 for 64-channel RPN and RoI heads. Pixels are
-# normalised with the statistics the classifier was trained with. AdamW lr
-# 1e-3, 1 warm-up epoch then cosine, 8 epochs of 125 iterations (batch 8);
-# evaluated every 2 epochs.
+# normalised with the statistics the classifier was trained with.
+# Schedule: ../schedules/dense_fmnist_8e.py.
 _base_ = [
     'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
     '../datasets/dense_fashion_mnist_det.py',
     'mmdet::_base_/default_runtime.py',
+    '../schedules/dense_fmnist_8e.py',
 ]
 
 model = dict(
@@ -40,20 +40,6 @@ model = dict(
         mask_head=dict(in_channels=64, conv_out_channels=64,
                        num_classes=10)),
     train_cfg=dict(rcnn=dict(sampler=dict(num=128))))
-
-optim_wrapper = dict(
-    type='mmpretrain.SkipNonFiniteOptimWrapper',
-    optimizer=dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999),
-                   weight_decay=0.05))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-3, by_epoch=True, begin=0, end=1,
-         convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', eta_min=1e-6, by_epoch=True, begin=1,
-         convert_to_iter_based=True),
-]
-train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=8, val_interval=2)
-val_cfg = dict(type='ValLoop')
-test_cfg = dict(type='TestLoop')
 
 custom_imports = dict(imports=['mmlvit'], allow_failed_imports=False)
 default_hooks = dict(

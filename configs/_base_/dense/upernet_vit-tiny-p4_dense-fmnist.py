@@ -4,11 +4,11 @@
 # its four blocks' 32 x 32 maps; MultiLevelNeck resizes them to strides
 # 2/4/8/16 for a 64-channel UPerHead. Pixels are normalised with the
 # statistics the classifier was trained with, so copied weights see the
-# inputs they know. AdamW lr 1e-3, 1 warm-up epoch then cosine, 8 epochs of
-# 125 iterations (batch 8); evaluated every 2 epochs.
+# inputs they know. Schedule: ../schedules/dense_fmnist_8e.py.
 _base_ = [
     '../datasets/dense_fashion_mnist_seg.py',
     'mmseg::_base_/default_runtime.py',
+    '../schedules/dense_fmnist_8e.py',
 ]
 
 model = dict(
@@ -50,20 +50,6 @@ model = dict(
             type='CrossEntropyLoss', use_sigmoid=False, loss_weight=1.0)),
     train_cfg=dict(),
     test_cfg=dict(mode='whole'))
-
-optim_wrapper = dict(
-    type='mmpretrain.SkipNonFiniteOptimWrapper',
-    optimizer=dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999),
-                   weight_decay=0.05))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-3, by_epoch=True, begin=0, end=1,
-         convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', eta_min=1e-6, by_epoch=True, begin=1,
-         convert_to_iter_based=True),
-]
-train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=8, val_interval=2)
-val_cfg = dict(type='ValLoop')
-test_cfg = dict(type='TestLoop')
 
 custom_imports = dict(imports=['mmlvit'], allow_failed_imports=False)
 default_hooks = dict(
