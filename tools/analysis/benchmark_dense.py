@@ -43,7 +43,8 @@ and prints the table: speed-up = softmax time / linear time, FLOP ratio =
 softmax FLOPs / linear FLOPs, their quotient (the fraction of the
 arithmetic ceiling reached), memory ratio = linear peak / softmax peak.
 
-Example (the run in docs/benchmarks.md, section "Dense models")::
+Example (docs/benchmarks.md, section "Dense models", gives the full
+command of its run)::
 
     python tools/analysis/benchmark_dense.py --threads 1 --repeats 1 \
         --budget-s 20 --out-dir work_dirs/benchmark_dense
@@ -369,6 +370,10 @@ def ratio_rows(results):
     return rows
 
 
+def gflop_text(gflop):
+    return f'{gflop:.0f}' if gflop >= 100 else f'{gflop:.3g}'
+
+
 def markdown_table(rows):
     header = (
         '| model | mode | px | backbone | time (s) | GFLOP | peak MiB | '
@@ -382,7 +387,7 @@ def markdown_table(rows):
         else:
             cells += [
                 f'{row["seconds"]:.3g}',
-                f'{row["gflop"]:.4g}',
+                gflop_text(row['gflop']),
                 f'{row["peak_mib"]:.0f}',
             ]
             if 'speedup' in row:
@@ -426,13 +431,18 @@ def plot(rows, path):
 
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import LogLocator, ScalarFormatter
 
-    panels = sorted({(r['model'], r['mode']) for r in rows})
+    names = list(dict.fromkeys(r['model'] for r in rows))
+    modes = [m for m in MODES if any(r['mode'] == m for r in rows)]
     fig, axes = plt.subplots(
-        1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False
+        len(names),
+        len(modes),
+        figsize=(5.5 * len(modes), 4 * len(names)),
+        squeeze=False,
     )
-    for ax, (name, mode) in zip(axes[0], panels):
+    panels = [(name, mode) for name in names for mode in modes]
+    for ax, (name, mode) in zip(axes.flat, panels):
         panel = [r for r in rows if (r['model'], r['mode']) == (name, mode)]
         sizes = sorted({r['px'] for r in panel})
         for backbone in dict.fromkeys(r['backbone'] for r in panel):
@@ -449,6 +459,8 @@ def plot(rows, path):
         ax.set_xticks(sizes, [str(size) for size in sizes])
         ax.xaxis.set_minor_locator(plt.NullLocator())
         ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
         ax.set_title(f'{name}, {mode}')
         ax.set_xlabel('input size (px)')
         ax.set_ylabel('time per image (s)')
@@ -484,7 +496,7 @@ def summary(res):
     if 'error' in res:
         return f'FAILED: {res["error"].strip().splitlines()[-1]}'
     return (
-        f'{res["seconds"]:.3g} s, {res["flops"] / 1e9:.4g} GFLOP, '
+        f'{res["seconds"]:.3g} s, {gflop_text(res["flops"] / 1e9)} GFLOP, '
         f'{res["peak_mib"]:.0f} MiB, {len(res["times"])} runs'
     )
 
