@@ -231,6 +231,34 @@ def test_cli_skips_a_complete_set_and_rebuilds_otherwise(
     assert len(os.listdir(osp.join(out, 'masks', 'test'))) == 2
 
 
+def test_cli_passes_items_and_scale_to_the_generator(
+    fashion_mnist_root, load_tool, tmp_path
+):
+    """--items and --scale reach the generator: meta.json records them, the
+    canvases hold that many items at that size, and the same call again
+    finds the set complete."""
+    tool = load_tool(CLI)
+    out = str(tmp_path / 'out')
+    argv = ['--src', fashion_mnist_root, '--out', out, '--canvas', '40']
+    argv += ['--num-train', '6', '--num-test', '2']
+    argv += ['--items', '1', '1', '--scale', '1.2', '1.2']
+    tool.main(argv)
+    settings = dense.read_meta(out)['settings']
+    assert settings['items'] == [1, 1] and settings['scale'] == [1.2, 1.2]
+    with open(osp.join(out, 'annotations', 'instances_train.json')) as f:
+        coco = json.load(f)
+    per_image = [a['image_id'] for a in coco['annotations']]
+    assert sorted(per_image) == list(range(1, 7))  # one item per canvas
+    # 34 px items (28 x 1.2): the visible box fits in them.
+    assert all(max(a['bbox'][2:]) <= 34 for a in coco['annotations'])
+    assert dense.is_complete(
+        out, 6, 2, canvas=40, items=(1, 1), scale=(1.2, 1.2)
+    )
+    assert not tool.prepare(
+        fashion_mnist_root, out, 6, 2, 40, 0, (1, 1), (1.2, 1.2)
+    )
+
+
 def test_configs_name_the_classes():
     from mmpretrain.datasets.categories import FASHIONMNIST_CATEGORITES
 

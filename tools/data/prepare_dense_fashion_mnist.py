@@ -4,7 +4,8 @@ Fashion-MNIST IDX files: grey canvases of occluding items with semantic masks
 
     python tools/data/prepare_dense_fashion_mnist.py \
         [--src data/fashion_mnist] [--out data/dense_fashion_mnist] \
-        [--num-train 1000] [--num-test 200] [--canvas 128] [--seed 0]
+        [--num-train 1000] [--num-test 200] [--canvas 128] [--seed 0] \
+        [--items 2 5] [--scale 1.0 2.5]
 
 Skips the work when --out already holds a complete set made with the same
 arguments; otherwise (other arguments, or an interrupted run: no meta.json)
@@ -36,14 +37,45 @@ def parse_args(argv=None):
         '--canvas', type=int, default=128, help='canvas side in pixels'
     )
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument(
+        '--items',
+        type=int,
+        nargs=2,
+        default=[2, 5],
+        metavar=('MIN', 'MAX'),
+        help='fewest and most items drawn per canvas',
+    )
+    parser.add_argument(
+        '--scale',
+        type=float,
+        nargs=2,
+        default=[1.0, 2.5],
+        metavar=('MIN', 'MAX'),
+        help='range of the scale factor of the 28 px items',
+    )
     return parser.parse_args(argv)
 
 
-def prepare(src, out, num_train, num_test, canvas, seed):
+def prepare(
+    src,
+    out,
+    num_train,
+    num_test,
+    canvas,
+    seed,
+    items=(2, 5),
+    scale=(1.0, 2.5),
+):
     """Build the set in ``out`` unless it is already complete; return
-    whether it was built."""
+    whether it was built. ``items`` and ``scale`` are the (min, max) ranges
+    of ``make_dense_fashion_mnist``."""
     settings = dict(
-        num_train=num_train, num_test=num_test, canvas=canvas, seed=seed
+        num_train=num_train,
+        num_test=num_test,
+        canvas=canvas,
+        seed=seed,
+        items=tuple(items),
+        scale=tuple(scale),
     )
     if is_complete(out, **settings):
         print(f'Dense Fashion-MNIST already complete in {out} ({settings})')
@@ -76,6 +108,8 @@ def main(argv=None):
         args.num_test,
         args.canvas,
         args.seed,
+        args.items,
+        args.scale,
     )
 
 

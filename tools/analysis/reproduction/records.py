@@ -138,20 +138,32 @@ class RunResult:
         )
 
 
-def read_results(path):
-    """The results kept in the CSV at ``path`` (none if there is no file)."""
+def read_rows(path):
+    """The rows of the CSV at ``path`` as dicts of column strings (none if
+    there is no file)."""
     if not osp.isfile(path):
         return []
     with open(path, newline='') as f:
-        return [RunResult.from_row(row) for row in csv.DictReader(f)]
+        return list(csv.DictReader(f))
+
+
+def append_row(path, row, fields):
+    """Append one row (column -> string) to the CSV with the columns
+    ``fields``, writing the header to a new file."""
+    new = not osp.isfile(path)
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    with open(path, 'a', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def read_results(path):
+    """The results kept in the CSV at ``path`` (none if there is no file)."""
+    return [RunResult.from_row(row) for row in read_rows(path)]
 
 
 def append_result(path, result):
     """Append one result to the CSV, writing the header to a new file."""
-    new = not osp.isfile(path)
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    with open(path, 'a', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerow(result.row())
+    append_row(path, result.row(), FIELDS)

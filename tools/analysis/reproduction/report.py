@@ -30,13 +30,16 @@ def summarise(results):
         groups[result.run.configuration()].append(result.top1)
     table = []
     for config, values in sorted(groups.items(), key=lambda i: astuple(i[0])):
-        # float32, as the committed tables were computed.
-        t = torch.tensor(values, dtype=torch.float32)
-        std = t.std().item() if len(values) > 1 else 0.0
-        table.append(
-            Summary(*astuple(config), t.mean().item(), std, len(values))
-        )
+        table.append(Summary(*astuple(config), *mean_std(values), len(values)))
     return table
+
+
+def mean_std(values):
+    """Mean and sample std (0 for one value) of ``values``, in float32 as
+    the committed tables were computed."""
+    t = torch.tensor(values, dtype=torch.float32)
+    std = t.std().item() if len(values) > 1 else 0.0
+    return t.mean().item(), std
 
 
 def teacher_line(path):

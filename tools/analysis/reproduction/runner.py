@@ -182,10 +182,21 @@ def run_grid(
             flush=True,
         )
 
-    data = (train_indices, test_indices)
+    data = (teacher, work_root, train_indices, test_indices)
+    done = in_workers(train_and_test, todo, data, jobs, threads)
+    for n, (run, result) in enumerate(done):
+        record(n, run, *result)
+
+
+def in_workers(fn, items, args=(), jobs=1, threads=1):
+    """``fn(item, *args)`` for every item: yield ``(item, result)`` as each
+    finishes, in this process one after the other (``jobs`` 1) or ``jobs``
+    at a time in spawned worker processes with ``threads`` torch threads
+    each (``fn`` must then be importable: a module-level function).
+    """
     if jobs == 1:
-        for n, run in enumerate(todo):
-            record(n, run, *train_and_test(run, teacher, work_root, *data))
+        for item in items:
+            yield item, fn(item, *args)
         return
     spawn = multiprocessing.get_context('spawn')
     with ProcessPoolExecutor(
@@ -194,9 +205,6 @@ def run_grid(
         initializer=torch.set_num_threads,
         initargs=(threads,),
     ) as pool:
-        futures = {
-            pool.submit(train_and_test, run, teacher, work_root, *data): run
-            for run in todo
-        }
-        for n, future in enumerate(as_completed(futures)):
-            record(n, futures[future], *future.result())
+        futures = {pool.submit(fn, item, *args): item for item in items}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
