@@ -173,3 +173,36 @@ def test_student_checkpoint_loads(
     assert runner.model.state_dict().keys() == ckpts['student_state'].keys()
     for key, value in runner.model.state_dict().items():
         assert torch.equal(value, ckpts['student_state'][key]), key
+
+
+def test_position_embedding_of_another_grid_loads_resized(
+    ckpts, tmp_path, repo_root, fashion_mnist_root
+):
+    """A ViT checkpoint of another input size (e.g. a 224-px classifier
+    tested or fine-tuned at 512 px) is not a mismatch: the backbone resizes
+    its position-embedding table while loading."""
+    from mmpretrain.models.utils import resize_pos_embed
+
+    cfg = config(
+        repo_root,
+        TINY,
+        tmp_path,
+        load_from=str(ckpts['teacher']),
+        **{'model.backbone.img_size': 56},
+    )
+    runner = Runner.from_cfg(cfg)
+    runner.test()
+    saved = torch.load(ckpts['teacher'])['state_dict']
+    backbone = runner.model.backbone
+    assert backbone.pos_embed.shape[1] == 1 + 8 * 8
+    expected = resize_pos_embed(
+        saved['backbone.pos_embed'],
+        (4, 4),
+        (8, 8),
+        mode=backbone.interpolate_mode,
+        num_extra_tokens=backbone.num_extra_tokens,
+    )
+    torch.testing.assert_close(backbone.pos_embed.data, expected)
+    for key, value in runner.model.state_dict().items():
+        if key != 'backbone.pos_embed':
+            assert torch.equal(value, saved[key]), key

@@ -118,7 +118,9 @@ def compare(found, model):
     shapes = [
         f'{k} (file {shape_text(found[k])}, model {shape_text(expected[k])})'
         for k in expected
-        if k in found and found[k] != expected[k]
+        if k in found
+        and found[k] != expected[k]
+        and not _resized_on_load(k, found[k], expected[k])
     ]
     missing = [
         k for k in expected if k not in found and not _IGNORED.search(k)
@@ -140,6 +142,19 @@ def compare(found, model):
             f'{first_few(extra)}'
         )
     return '; '.join(parts)
+
+
+def _resized_on_load(key, found, expected):
+    """Whether a shape difference is a learned position-embedding table of
+    another patch grid (1, N, C) with the model's width: mmpretrain's ViTs
+    (and LinearVisionTransformer) resize it while loading, e.g. a 224-px
+    checkpoint fine-tuned or tested at 512 px."""
+    return (
+        key.endswith('pos_embed')
+        and len(found) == len(expected) == 3
+        and found[0] == expected[0]
+        and found[-1] == expected[-1]
+    )
 
 
 def _parameter_shapes(model):
