@@ -277,6 +277,22 @@ def test_tables_give_mean_std_gain_and_gap(tool):
     assert '| box AP (Mask R-CNN) | softmax | +20.00 | +20.0 | - |' in lines
 
 
+def test_no_gap_share_when_softmax_is_within_noise_of_random(tool):
+    report = tool['dense_report']
+
+    def cell(mean, std):
+        return report.MetricSummary(None, 'mIoU', mean, std, 3)
+
+    random = cell(12.45, 1.10)
+    # Softmax 0.01 above Random with std 2.77: no gap to take a share of.
+    assert (
+        report.gap_closed(cell(14.77, 0.6), random, cell(12.46, 2.77)) is None
+    )
+    # A gap of several pooled std: the share is the plain ratio.
+    closed = report.gap_closed(cell(14.77, 0.6), random, cell(22.45, 1.0))
+    assert closed == pytest.approx(23.2)
+
+
 def test_one_schedule_per_table(tool):
     records = tool['dense_records']
     results = _synthetic(records)

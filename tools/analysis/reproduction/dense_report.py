@@ -88,9 +88,12 @@ def gain(cell, random):
 
 def gap_closed(cell, random, softmax):
     """The share (%) of the Random-to-softmax gap that ``cell`` closes
-    (None when softmax does not beat Random)."""
-    span = softmax.mean - random.mean
-    return 100.0 * (cell.mean - random.mean) / span if span > 0 else None
+    (None when softmax does not beat Random by more than their pooled
+    std: a share of a gap within seed noise means nothing)."""
+    span, ratio = gain(softmax, random)
+    if span <= 0 or ratio is None or ratio <= 1:
+        return None
+    return 100.0 * (cell.mean - random.mean) / span
 
 
 def _cell(s):
