@@ -67,3 +67,13 @@ def tiny_teacher_checkpoint(tmp_path_factory):
     path = tmp_path_factory.mktemp('tiny_teacher') / 'teacher.pth'
     torch.save(dict(state_dict=teacher.state_dict()), path)
     return str(path)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` are skipped on machines without a CUDA GPU."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason='needs a CUDA GPU')
+    for item in items:
+        if 'cuda' in item.keywords:
+            item.add_marker(skip)
