@@ -9,26 +9,42 @@ keys, values q, k, v (N x d), scale s and the key/value means k_bar, v_bar::
 The map is signed and needs no eps. The linear form costs O(N d^2).
 """
 
+from .fused_linear import use_fused
 from .precision import fp32_accumulation
 
 
-@fp32_accumulation(result_dtype_of='v')
-def inline_attention(q, k, v, scale=None):
+def inline_attention(q, k, v, scale=None, backend='auto'):
     """Linear-time InLine attention, every token (class token included)
     counted in N.
 
-    Computed with autocast off and the key-value summary and means
-    accumulated in at least fp32; the result is cast back to the dtype of
-    ``v``.
+    Two paths compute it: fused Triton kernels (:mod:`.fused_linear`; CUDA,
+    fp32/bf16/fp16: the key-value summary and the means in fp32 registers,
+    q, k, v read in their dtype and never copied) and
+    :func:`inline_attention_reference` (PyTorch, any device).
 
     Args:
         q (Tensor): Queries (B, h, N, d).
         k (Tensor): Keys (B, h, N, d).
         v (Tensor): Values (B, h, N, d_v).
         scale (float, optional): s; defaults to d^-1/2.
+        backend (str): ``'auto'`` (fused on CUDA, the reference elsewhere
+            and while exporting), ``'triton'`` or ``'torch'``.
 
     Returns:
-        Tensor: (B, h, N, d_v).
+        Tensor: (B, h, N, d_v) in the dtype of ``v``.
+    """
+    if use_fused(backend, q, k, v):
+        from .fused_linear.function import fused_linear_attention
+
+        return fused_linear_attention(q, k, v, 'inline', scale=scale)
+    return inline_attention_reference(q, k, v, scale)
+
+
+@fp32_accumulation(result_dtype_of='v')
+def inline_attention_reference(q, k, v, scale=None):
+    """:func:`inline_attention` in PyTorch ops, with autocast off and the
+    key-value summary and means accumulated in at least fp32; the result is
+    cast back to the dtype of ``v``. Shapes as there.
     """
     N, d = q.shape[-2:]
     s = d**-0.5 if scale is None else scale

@@ -15,6 +15,7 @@ implementation applies phi to the raw projections).
 
 import torch.nn.functional as F
 
+from .fused_linear import use_fused
 from .precision import fp32_accumulation
 
 
@@ -48,13 +49,13 @@ def feature_map(x, kernel):
     return FEATURE_MAPS[kernel](x)
 
 
-@fp32_accumulation(result_dtype_of='v')
-def kernel_linear_attention(q, k, v, kernel='elu', eps=1e-6):
+def kernel_linear_attention(q, k, v, kernel='elu', eps=1e-6, backend='auto'):
     """Linear-time non-causal kernel attention.
 
-    Computed with autocast off and the key-value summary, normaliser and
-    output accumulated in at least fp32; the result is cast back to the
-    dtype of ``v``.
+    Two paths compute it: fused Triton kernels (:mod:`.fused_linear`; CUDA,
+    fp32/bf16/fp16: feature maps, key-value summary and normaliser in fp32
+    registers, q, k, v read in their dtype and never copied) and
+    :func:`kernel_linear_attention_reference` (PyTorch, any device).
 
     Args:
         q (Tensor): Queries (B, h, N, d).
@@ -63,9 +64,25 @@ def kernel_linear_attention(q, k, v, kernel='elu', eps=1e-6):
         kernel (str): Feature map, see :func:`feature_map`.
         eps (float): Added to the denominator. Rows whose denominator is
             0 (possible with ReLU) give a zero output.
+        backend (str): ``'auto'`` (fused on CUDA, the reference elsewhere
+            and while exporting), ``'triton'`` or ``'torch'``.
 
     Returns:
-        Tensor: (B, h, N, d_v).
+        Tensor: (B, h, N, d_v) in the dtype of ``v``.
+    """
+    feature_map(q[..., :0], kernel)  # names an unknown kernel
+    if use_fused(backend, q, k, v):
+        from .fused_linear.function import fused_linear_attention
+
+        return fused_linear_attention(q, k, v, kernel, eps)
+    return kernel_linear_attention_reference(q, k, v, kernel, eps)
+
+
+@fp32_accumulation(result_dtype_of='v')
+def kernel_linear_attention_reference(q, k, v, kernel='elu', eps=1e-6):
+    """:func:`kernel_linear_attention` in PyTorch ops, with autocast off
+    and the key-value summary, normaliser and output accumulated in at least
+    fp32; the result is cast back to the dtype of ``v``. Shapes as there.
     """
     phi_q = feature_map(q, kernel)
     phi_k = feature_map(k, kernel)

@@ -3,6 +3,7 @@
 from mmpretrain.registry import MODELS
 
 from mmlvit.ops import inline_attention, inline_attention_map
+from mmlvit.ops.fused_linear import check_backend
 
 from .base import BaseAttention
 
@@ -16,17 +17,27 @@ class InLineAttention(BaseAttention):
     s = d^-1/2, every token (class token included) counted in N. Holds only
     the softmax parameters (``qkv``, ``proj``).
 
-    Arguments as :class:`BaseAttention`.
+    Args:
+        backend (str): ``'auto'`` (fused Triton kernels on CUDA, PyTorch
+            elsewhere), ``'triton'`` or ``'torch'``, see
+            :func:`mmlvit.ops.inline_attention`. Defaults to 'auto'.
+        **kwargs: :class:`BaseAttention`'s arguments.
     """
 
     short_name = 'inline'
     has_attention_map = True
     output_is_map_times_values = True
 
+    def __init__(self, *args, backend='auto', **kwargs):
+        check_backend(backend)
+        super().__init__(*args, **kwargs)
+        self.backend = backend
+
     def mix_tokens(self, x, hw_shape):
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token)."""
         q, k, v = self.split_heads(self.qkv(x))
-        return self.output(self.merge_heads(inline_attention(q, k, v)))
+        o = inline_attention(q, k, v, backend=self.backend)
+        return self.output(self.merge_heads(o))
 
     def flops(self, num_tokens, hw_shape):
         N, C, d = num_tokens, self.embed_dims, self.head_dims

@@ -3,6 +3,7 @@
 from mmpretrain.registry import MODELS
 
 from mmlvit.ops import kernel_attention_map, kernel_linear_attention
+from mmlvit.ops.fused_linear import check_backend
 
 from .base import BaseAttention
 
@@ -16,6 +17,9 @@ class KernelLinearAttention(BaseAttention):
 
     Args:
         eps (float): Added to the normaliser. Defaults to 1e-6.
+        backend (str): ``'auto'`` (fused Triton kernels on CUDA, PyTorch
+            elsewhere), ``'triton'`` or ``'torch'``, see
+            :func:`mmlvit.ops.kernel_linear_attention`. Defaults to 'auto'.
         **kwargs: :class:`BaseAttention`'s arguments (``embed_dims``,
             ``num_heads``, ``qkv_bias``, ``proj_drop``, ``init_cfg``).
     """
@@ -24,14 +28,18 @@ class KernelLinearAttention(BaseAttention):
     output_is_map_times_values = True
     kernel = None
 
-    def __init__(self, *args, eps=1e-6, **kwargs):
+    def __init__(self, *args, eps=1e-6, backend='auto', **kwargs):
+        check_backend(backend)
         super().__init__(*args, **kwargs)
         self.eps = eps
+        self.backend = backend
 
     def mix_tokens(self, x, hw_shape):
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token)."""
         q, k, v = self.split_heads(self.qkv(x))
-        o = kernel_linear_attention(q, k, v, kernel=self.kernel, eps=self.eps)
+        o = kernel_linear_attention(
+            q, k, v, kernel=self.kernel, eps=self.eps, backend=self.backend
+        )
         return self.output(self.merge_heads(o))
 
     def flops(self, num_tokens, hw_shape):

@@ -1,0 +1,11 @@
+"""Fused Triton kernels of the non-causal linear attentions (kernel
+attention with ELU+1 / ReLU / identity feature maps, InLine), forward and
+backward, and the choice between them and the PyTorch reference.
+
+Triton is imported only when a fused kernel runs, so the package imports
+where Triton does not.
+"""
+
+from .dispatch import BACKENDS, check_backend, use_fused
+
+__all__ = ['BACKENDS', 'check_backend', 'use_fused']

@@ -1,0 +1,73 @@
+"""Which path a linear attention call takes: the fused Triton kernels or
+the PyTorch reference."""
+
+import functools
+import os
+
+import torch
+
+from ..tracing import exporting
+
+BACKENDS = ('auto', 'torch', 'triton')
+FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def check_backend(backend):
+    """Raise a ValueError unless ``backend`` is one of :data:`BACKENDS`."""
+    if backend not in BACKENDS:
+        raise ValueError(
+            f'Unknown linear-attention backend {backend!r}; expected one of '
+            f'{BACKENDS}.'
+        )
+
+
+@functools.cache
+def triton_importable():
+    """Whether Triton imports (it ships with CUDA builds of PyTorch)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _interpreting():
+    """Triton's interpreter runs kernels on CPU tensors (tests)."""
+    return os.environ.get('TRITON_INTERPRET') == '1'
+
+
+def use_fused(backend, *tensors):
+    """Whether a call on ``tensors`` runs the fused kernels.
+
+    ``'torch'``: never. ``'auto'``: on CUDA tensors of a dtype the kernels
+    take (fp32/bf16/fp16) when Triton imports, except while a model is
+    traced for export (the reference is plain, traceable PyTorch).
+    ``'triton'``: always, and a RuntimeError names what is missing when it
+    cannot (CPU tensors outside Triton's interpreter, fp64, no Triton).
+    """
+    check_backend(backend)
+    if backend == 'torch' or (backend == 'auto' and exporting()):
+        return False
+    device = tensors[0].device
+    dtype_ok = all(t.dtype in FUSED_DTYPES for t in tensors)
+    device_ok = device.type == 'cuda' or _interpreting()
+    if backend == 'auto':
+        return device.type == 'cuda' and dtype_ok and triton_importable()
+    if not triton_importable():
+        raise RuntimeError(
+            "backend='triton' needs the triton package (it comes with CUDA "
+            "builds of PyTorch); use backend='torch' or 'auto'."
+        )
+    if not device_ok:
+        raise RuntimeError(
+            "backend='triton' runs Triton kernels, which need CUDA tensors "
+            f'(or TRITON_INTERPRET=1 for the interpreter); got {device}. Use '
+            "backend='torch' or 'auto'."
+        )
+    if not dtype_ok:
+        raise RuntimeError(
+            "backend='triton' takes fp32, bf16 or fp16 tensors, got "
+            f"{[t.dtype for t in tensors]}; use backend='torch' (which "
+            'also computes fp64).'
+        )
+    return True

@@ -1,0 +1,115 @@
+"""The fused linear-attention kernels on CPU tensors under Triton's
+interpreter, against float64 references.
+
+Run as a script (test_fused_linear.py does, in a fresh process:
+TRITON_INTERPRET must be set before triton is imported). Prints one JSON
+line: for each case, the relative error ||x - ref|| / ||ref|| of the output
+and of the gradient of every input, the output dtype and whether the
+outputs hold no NaN or inf.
+
+The reference is the PyTorch path in float64 on the inputs as the kernels
+see them (rounded to the case's dtype), with the same upstream gradient.
+q, k, v are the non-contiguous per-head views of one (B, N, 3, H, d)
+tensor, as a ``qkv`` projection gives them.
+"""
+
+import json
+import os
+import sys
+
+if 'triton' in sys.modules:
+    raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
+os.environ['TRITON_INTERPRET'] = '1'
+
+import torch  # noqa: E402
+
+from mmlvit.ops import fused_linear  # noqa: E402
+from mmlvit.ops.fused_linear import function  # noqa: E402
+from mmlvit.ops.inline_attention import (  # noqa: E402
+    inline_attention,
+    inline_attention_reference,
+)
+from mmlvit.ops.kernel_attention import (  # noqa: E402
+    kernel_linear_attention,
+    kernel_linear_attention_reference,
+)
+
+DTYPES = {
+    'fp32': torch.float32,
+    'bf16': torch.bfloat16,
+    'fp16': torch.float16,
+}
+
+
+def attention(mode, q, k, v, backend):
+    if mode == 'inline':
+        if backend == 'torch':
+            return inline_attention_reference(q, k, v)
+        return inline_attention(q, k, v, backend=backend)
+    if backend == 'torch':
+        return kernel_linear_attention_reference(q, k, v, kernel=mode)
+    return kernel_linear_attention(q, k, v, kernel=mode, backend=backend)
+
+
+def heads(x):
+    """(B, N, 3, H, d) -> q, k, v, each (B, H, N, d), views."""
+    return x.permute(2, 0, 3, 1, 4).unbind(0)
+
+
+def relative(x, ref):
+    x, ref = x.double(), ref.double()
+    return ((x - ref).norm() / ref.norm()).item()
+
+
+def check(mode, dtype, N, H=2, d=16, B=2, scale=1.0, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(B, N, 3, H, d, generator=g) * scale).to(dtype)
+    x.requires_grad_()
+    out = attention(mode, *heads(x), backend='triton')
+    grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    (out.double() * grad_out).sum().backward()
+
+    x_ref = x.detach().double().requires_grad_()
+    ref = attention(mode, *heads(x_ref), backend='torch')
+    (ref * grad_out).sum().backward()
+    grads = dict(zip('qkv', heads(x.grad)))
+    grads_ref = dict(zip('qkv', heads(x_ref.grad)))
+    return dict(
+        mode=mode,
+        dtype=str(dtype).split('.')[-1],
+        N=N,
+        d=d,
+        out_dtype=str(out.dtype).split('.')[-1],
+        finite=bool(
+            torch.isfinite(out).all() and torch.isfinite(x.grad).all()
+        ),
+        out=relative(out, ref),
+        grads={n: relative(grads[n], grads_ref[n]) for n in 'qkv'},
+    )
+
+
+def main():
+    modes = ['elu', 'relu', 'identity', 'inline']
+    cases = []
+    for mode in modes:
+        for dtype in DTYPES.values():
+            if mode == 'identity' and dtype == torch.float16:
+                continue  # signed denominators near 0: gradients past fp16
+            # 50 tokens: one partial tile; 197: a 14x14 grid + class token,
+            # four tiles split over four programs per head.
+            for N in (50, 197):
+                cases.append(check(mode, dtype, N))
+        # Head width 64 (ViT-B) and one not a power of two.
+        cases.append(check(mode, torch.float32, 197, d=64, H=1, B=1))
+        cases.append(check(mode, torch.float32, 50, d=24))
+    # Several tiles per program (the split loop), large fp16 inputs whose
+    # key sums over the tokens exceed fp16's range unless kept in fp32.
+    function.TARGET_PROGRAMS = 2
+    for mode in ('elu', 'relu', 'inline'):
+        cases.append(check(mode, torch.float32, 300, B=1, H=1))
+        cases.append(check(mode, torch.float16, 1000, B=1, H=1, scale=30.0))
+    print(json.dumps(dict(cases=cases, modes=list(fused_linear.BACKENDS))))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,199 @@
+"""The fused Triton kernels of kernel attention (ELU+1, ReLU, identity)
+and InLine: the backend choice and its errors; on CPU under Triton's
+interpreter (fused_linear_interpreter.py, in a subprocess) against float64
+references, outputs and every gradient; on CUDA at real sizes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from mmlvit.models.attentions import (
+    ELULinearAttention,
+    InLineAttention,
+    ReLULinearAttention,
+)
+from mmlvit.ops import inline_attention, kernel_linear_attention
+from mmlvit.ops.fused_linear import BACKENDS, check_backend, use_fused
+
+INTERPRETER_SCRIPT = Path(__file__).with_name('fused_linear_interpreter.py')
+REPO_ROOT = Path(__file__).parents[2]
+
+
+def qkv(B=2, H=2, N=10, d=8, dtype=torch.float32, device='cpu'):
+    return [torch.randn(B, H, N, d, dtype=dtype, device=device) for _ in '123']
+
+
+# ------------------------------------------------------ backend choice
+
+
+def test_check_backend_names_the_backends():
+    for backend in BACKENDS:
+        check_backend(backend)
+    with pytest.raises(
+        ValueError, match="Unknown linear-attention backend 'cuda'"
+    ):
+        check_backend('cuda')
+    with pytest.raises(ValueError, match='Unknown linear-attention backend'):
+        ReLULinearAttention(embed_dims=16, num_heads=2, backend='fast')
+
+
+def test_auto_takes_the_reference_on_cpu(monkeypatch):
+    monkeypatch.delenv('TRITON_INTERPRET', raising=False)
+    q, k, v = qkv()
+    assert not use_fused('auto', q, k, v)
+    assert not use_fused('torch', q, k, v)
+    # It runs (through the reference) without Triton's driver.
+    kernel_linear_attention(q, k, v, kernel='relu')
+    inline_attention(q, k, v)
+
+
+def test_triton_backend_on_cpu_or_fp64_raises_clearly(monkeypatch):
+    monkeypatch.delenv('TRITON_INTERPRET', raising=False)
+    q, k, v = qkv()
+    with pytest.raises(RuntimeError, match="backend='triton'.*need CUDA"):
+        kernel_linear_attention(q, k, v, kernel='elu', backend='triton')
+    monkeypatch.setenv('TRITON_INTERPRET', '1')
+    q, k, v = qkv(dtype=torch.float64)
+    with pytest.raises(RuntimeError, match='takes fp32, bf16 or fp16'):
+        inline_attention(q, k, v, backend='triton')
+
+
+def test_auto_gives_way_to_the_reference_while_exporting(monkeypatch):
+    import mmlvit.ops.fused_linear.dispatch as dispatch
+
+    cuda_tensor = SimpleNamespace(
+        device=torch.device('cuda'), dtype=torch.bfloat16
+    )
+    monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
+    assert dispatch.use_fused('auto', cuda_tensor)
+    monkeypatch.setattr(dispatch, 'exporting', lambda: True)
+    assert not dispatch.use_fused('auto', cuda_tensor)
+    fp64 = SimpleNamespace(device=torch.device('cuda'), dtype=torch.float64)
+    monkeypatch.setattr(dispatch, 'exporting', lambda: False)
+    assert not dispatch.use_fused('auto', fp64)
+
+
+def test_unknown_kernel_is_named_before_any_backend():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="Unknown kernel 'softplus'"):
+        kernel_linear_attention(q, k, v, kernel='softplus', backend='triton')
+
+
+# --------------------------------------- the kernels, under the interpreter
+
+
+@pytest.fixture(scope='module')
+def interpreter_report():
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=str(REPO_ROOT))
+    result = subprocess.run(
+        [sys.executable, str(INTERPRETER_SCRIPT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# Relative-error bounds: fp32 arithmetic; 16-bit outputs and gradients are
+# rounded once to their dtype (bf16 has 8 significant bits, fp16 11).
+BOUNDS = {'float32': 2e-6, 'bfloat16': 1e-2, 'float16': 1.5e-3}
+# The identity kernel's signed denominators come near 0 and amplify
+# rounding (the same in the reference): a looser fp32 bound.
+IDENTITY_FP32 = 2e-3
+
+
+@pytest.mark.parametrize('mode', ['elu', 'relu', 'identity', 'inline'])
+def test_kernels_match_float64_reference(interpreter_report, mode):
+    cases = [c for c in interpreter_report['cases'] if c['mode'] == mode]
+    dtypes = {c['dtype'] for c in cases}
+    assert {'float32', 'bfloat16'} <= dtypes
+    assert {c['N'] for c in cases} >= {50, 197}
+    for case in cases:
+        bound = BOUNDS[case['dtype']]
+        if mode == 'identity' and case['dtype'] == 'float32':
+            bound = IDENTITY_FP32
+        assert case['finite'], case
+        assert case['out_dtype'] == case['dtype'], case
+        assert case['out'] < bound, case
+        for name, error in case['grads'].items():
+            assert error < bound, (name, case)
+
+
+def test_fp16_key_sums_past_fp16_range_stay_exact(interpreter_report):
+    """Inputs of magnitude 30 over 1000 tokens: the key-value sums reach
+    ~1e6 (fp16 overflows at 65504); they live in fp32 registers."""
+    large = [
+        c
+        for c in interpreter_report['cases']
+        if c['dtype'] == 'float16' and c['N'] == 1000
+    ]
+    assert {c['mode'] for c in large} == {'elu', 'relu', 'inline'}
+    for case in large:
+        assert case['finite'] and case['out'] < BOUNDS['float16'], case
+
+
+# ------------------------------------------------------------- on CUDA
+
+OPERATORS = [ELULinearAttention, ReLULinearAttention, InLineAttention]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize('module_cls', OPERATORS)
+@pytest.mark.parametrize('N', [197, 4097])
+def test_cuda_module_fused_matches_reference(module_cls, N):
+    torch.manual_seed(0)
+    fused = module_cls(embed_dims=768, num_heads=12).cuda()
+    reference = module_cls(embed_dims=768, num_heads=12, backend='torch')
+    reference.load_state_dict(fused.state_dict())
+    reference.cuda()
+    side = int((N - 1) ** 0.5)
+    x = torch.randn(8, N, 768, device='cuda')
+    x_fused = x.clone().requires_grad_()
+    with torch.autocast('cuda', dtype=torch.bfloat16):
+        out = fused(x_fused, (side, side))
+    out.float().square().sum().backward()
+    x_ref = x.clone().requires_grad_()
+    with torch.autocast('cuda', enabled=False):
+        ref = reference(x_ref, (side, side))
+    ref.square().sum().backward()
+    rel = (out.float() - ref).norm() / ref.norm()
+    grad_rel = (x_fused.grad - x_ref.grad).norm() / x_ref.grad.norm()
+    assert rel < 2e-2 and grad_rel < 3e-2, (rel, grad_rel)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize('mode', ['elu', 'relu', 'inline'])
+@pytest.mark.parametrize(
+    'dtype', [torch.float32, torch.bfloat16, torch.float16]
+)
+def test_cuda_op_matches_float64_at_16385_tokens(mode, dtype):
+    q, k, v = (
+        t.requires_grad_() for t in qkv(1, 12, 16385, 64, dtype, 'cuda')
+    )
+    ref_inputs = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    if mode == 'inline':
+        out = inline_attention(q, k, v, backend='triton')
+        ref = inline_attention(*ref_inputs, backend='torch')
+    else:
+        out = kernel_linear_attention(q, k, v, kernel=mode, backend='triton')
+        ref = kernel_linear_attention(
+            *ref_inputs, kernel=mode, backend='torch'
+        )
+    grad = torch.randn_like(ref)
+    (out.double() * grad).sum().backward()
+    (ref * grad).sum().backward()
+    bound = 5e-3 if dtype == torch.float32 else 2e-2
+    assert torch.isfinite(out).all()
+    assert (out.double() - ref).norm() / ref.norm() < bound
+    for t, t_ref in zip((q, k, v), ref_inputs):
+        assert (
+            t.grad.double() - t_ref.grad
+        ).norm() / t_ref.grad.norm() < bound
