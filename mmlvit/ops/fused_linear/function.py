@@ -88,6 +88,11 @@ class _Launch:
         )
 
 
+def _total(partials):
+    """Add up per-split partial sums (B*H, splits, ...) -> (B*H, ...)."""
+    return partials[:, 0] if partials.shape[1] == 1 else partials.sum(1)
+
+
 def _state(launch, k, v):
     """S, z, z_v of every head: fp32 (B*H, BK, BV), (B*H, BK), (B*H, BV)."""
     s, z, zv = launch.partials(k.device)
@@ -96,7 +101,7 @@ def _state(launch, k, v):
         launch.H, launch.N, launch.DK, launch.DV, launch.per_split,
         **launch.constants,
     )  # fmt: skip
-    return s.sum(1), z.sum(1), zv.sum(1)
+    return _total(s), _total(z), _total(zv)
 
 
 class FusedLinearAttention(torch.autograd.Function):
@@ -133,7 +138,7 @@ class FusedLinearAttention(torch.autograd.Function):
             launch.H, launch.N, launch.DK, launch.DV, launch.eps,
             launch.alpha, launch.per_split, **launch.constants,
         )  # fmt: skip
-        ds, dz, dzv = ds.sum(1), dz.sum(1), dzv.sum(1)
+        ds, dz, dzv = _total(ds), _total(dz), _total(dzv)
         dk, dv = _empty_heads(k, launch.DK), _empty_heads(v, launch.DV)
         kernels.key_value_grad_kernel[(launch.BH, launch.tiles)](
             k, v, dk, dv, ds, dz, dzv,
