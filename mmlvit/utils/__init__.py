@@ -1,8 +1,11 @@
-from .process_benchmark import measure_step, run_in_child
-from .resident_memory import (
+# The benchmark helpers live in mmlvit.benchmark; these names stay importable
+# from here.
+from mmlvit.benchmark import (
+    measure_step,
     peak_resident_growth_mib,
     reset_peak_resident,
     resident_kib,
+    run_in_child,
 )
 
 __all__ = [

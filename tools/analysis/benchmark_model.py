@@ -3,40 +3,70 @@
 The reference is mmpretrain's ``VisionTransformer``; every linear model is a
 ``LinearVisionTransformer`` of the same arch (MHLA and TTT without a class
 token, with sin-cos position embedding and average pooling, as in the
-paper). Two modes: forward (eval, no grad) and forward+backward (train,
-loss = sum of the features); each (model, resolution, mode) runs in a fresh
-forked process. A mode runs once to warm up, then up to ``--repeats`` timed
-runs while their total stays under ``--budget-s`` (a warm-up longer than the
-budget is itself the measurement); the best time gives images/s. Peak memory
-is the rise of the process's peak resident set (VmHWM, reset first) above
-its size with the model built: activations, workspaces and, with backward,
-gradients. Linux with glibc only (/proc, mallopt).
+paper). On CUDA timm's ``VisionTransformer`` of the same shape (patch 16)
+runs beside them when timm imports (model ``timm``). Two modes: forward
+(eval, no grad) and forward+backward (train, loss = sum of the features).
 
-Writes results.json, table.md and benchmark_model.png to ``--out-dir`` and
-prints the table with the ratios to softmax (speed-up = images/s ratio,
-memory = peak ratio).
+- CPU: each (model, resolution, mode) runs in a fresh forked process. A
+  mode runs once to warm up, then up to ``--repeats`` timed runs while
+  their total stays under ``--budget-s`` (a warm-up longer than the budget
+  is itself the measurement); the best time gives images/s. Peak memory is
+  the rise of the process's peak resident set (VmHWM, reset first) above
+  its size with the model built. Linux with glibc only (/proc, mallopt).
+- CUDA: every case runs in this process under autocast (``--dtype``,
+  default bf16): the first call (compilation, autotuning) is timed apart,
+  then up to ``--repeats`` calls timed by CUDA events; the median gives
+  images/s. Peak memory is ``torch.cuda.max_memory_allocated`` over one
+  more call minus the memory allocated before it (weights and inputs not
+  counted). An out-of-memory case is listed as failed.
+
+FLOP ratio: the forward FLOPs of the softmax model over the model's (each
+block's attention ``flops`` method plus the MLP and the patch embedding),
+the arithmetic ceiling of the speed-up (forward + backward has about 3x
+the forward FLOPs of every model, so the same ratio).
+
+Writes results.json, table.md and benchmark_model.png to ``--out-dir``
+(results.json after every case) and prints the table with the ratios to
+softmax (speed-up = images/s ratio, memory = peak ratio).
 
 Example::
 
     python tools/analysis/benchmark_model.py --out-dir work_dirs/bench
+    python tools/analysis/benchmark_model.py --device cuda \\
+        --resolutions 224 512 1024 2048 --batch-sizes 128 32 8 2
 """
 
 import argparse
-import json
+import itertools
 import os.path as osp
-import time
 
 import torch
 from mmengine.utils import mkdir_or_exist
 from mmpretrain.models import VisionTransformer
+from mmpretrain.registry import MODELS
 
 import mmlvit  # noqa: F401
+from mmlvit.benchmark import (
+    add_device_arguments,
+    add_timing_arguments,
+    autocast,
+    check_device_arguments,
+    compare,
+    markdown_table,
+    measure_step,
+    plots,
+    run_grid,
+    status,
+    steady_seconds,
+    verdict,
+)
 from mmlvit.models.attentions import registered_operators
 from mmlvit.models.backbones import LinearVisionTransformer
-from mmlvit.utils import measure_step, run_in_child
 
 SOFTMAX = 'softmax'
+TIMM = 'timm'
 MODES = ('forward', 'forward+backward')
+SHORT = {'forward': 'fwd', 'forward+backward': 'f+b'}
 
 
 def parse_args(argv=None):
@@ -61,6 +91,13 @@ def parse_args(argv=None):
         help='square input sizes in pixels',
     )
     parser.add_argument(
+        '--batch-sizes',
+        nargs='+',
+        type=int,
+        default=[1],
+        help='one batch size, or one per resolution',
+    )
+    parser.add_argument(
         '--keep-softmax',
         nargs='+',
         type=int,
@@ -73,32 +110,21 @@ def parse_args(argv=None):
         '--modes', nargs='+', choices=MODES, default=list(MODES)
     )
     parser.add_argument('--arch', default='b', help='ViT arch (zoo name)')
-    parser.add_argument('--batch-size', type=int, default=1)
-    parser.add_argument(
-        '--repeats', type=int, default=3, help='timed runs per mode (max)'
-    )
-    parser.add_argument(
-        '--budget-s',
-        type=float,
-        default=60.0,
-        help='stop repeating once the timed runs of a mode took this long',
-    )
-    parser.add_argument(
-        '--threads',
-        type=int,
-        default=None,
-        help="torch intra-op threads (default: torch's); on a loaded "
-        'machine 1 avoids timing OpenMP barriers waiting for a preempted '
-        'thread',
-    )
+    add_timing_arguments(parser)
+    add_device_arguments(parser)
     parser.add_argument('--out-dir', default='work_dirs/benchmark_model')
-    args = parser.parse_args(argv)
+    args = check_device_arguments(parser, parser.parse_args(argv))
+    if len(args.batch_sizes) not in (1, len(args.resolutions)):
+        parser.error('--batch-sizes: give one, or one per resolution')
     args.operators = args.operators or list(
         registered_operators(linear_cost=True)
     )
     args.operators += [
         hybrid_name(op, k) for op in args.operators for k in args.keep_softmax
     ]
+    args.references = [SOFTMAX]
+    if args.device == 'cuda' and timm_vit_class() is not None:
+        args.references.append(TIMM)
     return args
 
 
@@ -106,18 +132,41 @@ def hybrid_name(operator, keep_softmax):
     return f'{operator}+{keep_softmax}softmax'
 
 
+def timm_vit_class():
+    try:
+        from timm.models.vision_transformer import VisionTransformer as Vit
+    except ImportError:
+        return None
+    return Vit
+
+
+def batch_size(args, size):
+    sizes = args.batch_sizes * len(args.resolutions)
+    return sizes[args.resolutions.index(size)]
+
+
 def build_model(name, arch, img_size):
-    """The softmax reference, a linear ViT with operator ``name``, or a
-    hybrid ``OPERATOR+Ksoftmax`` whose last K blocks keep softmax
-    attention."""
+    """The softmax reference, timm's ViT of the same shape (``timm``), a
+    linear ViT with operator ``name``, or a hybrid ``OPERATOR+Ksoftmax``
+    whose last K blocks keep softmax attention."""
     if name == SOFTMAX:
         return VisionTransformer(arch=arch, img_size=img_size)
+    zoo = VisionTransformer.arch_zoo[arch]
+    if name == TIMM:
+        return timm_vit_class()(
+            img_size=img_size,
+            patch_size=16,
+            embed_dim=zoo['embed_dims'],
+            depth=zoo['num_layers'],
+            num_heads=zoo['num_heads'],
+            mlp_ratio=zoo['feedforward_channels'] / zoo['embed_dims'],
+            num_classes=0,
+        )
     operator, _, keep = name.partition('+')
     attn_cfg = dict(type=operator)
     if keep:
-        depth = VisionTransformer.arch_zoo[arch]['num_layers']
         k = int(keep.removesuffix('softmax'))
-        attn_cfg = [dict(type=operator)] * (depth - k) + [
+        attn_cfg = [dict(type=operator)] * (zoo['num_layers'] - k) + [
             dict(type='SoftmaxAttention')
         ] * k
     # Patch-tokens-only operators get their own token layout (no class
@@ -127,112 +176,152 @@ def build_model(name, arch, img_size):
     )
 
 
-def measure_case(name, size, mode, args):
-    """One model, resolution and mode (run in a child process: see
-    :func:`mmlvit.utils.run_in_child`)."""
+def forward_flops(name, arch, size):
+    """Forward FLOPs of the model on one image (2 per multiply-add): every
+    block's attention (its operator's ``flops``), MLP and the patch
+    embedding (norms, heads and element-wise ops left out)."""
+    zoo = VisionTransformer.arch_zoo[arch]
+    C, heads, depth = zoo['embed_dims'], zoo['num_heads'], zoo['num_layers']
+    hw = (size // 16, size // 16)
+    if name in (SOFTMAX, TIMM):
+        ops = ['SoftmaxAttention'] * depth
+    else:
+        operator, _, keep = name.partition('+')
+        k = int(keep.removesuffix('softmax')) if keep else 0
+        ops = [operator] * (depth - k) + ['SoftmaxAttention'] * k
+    patches = hw[0] * hw[1]
+    n = patches + int(not registered_operators()[ops[0]].patch_tokens_only)
+    modules = {
+        op: MODELS.build(dict(type=op, embed_dims=C, num_heads=heads))
+        for op in set(ops)
+    }
+    attention = sum(modules[op].flops(n, hw) for op in ops)
+    mlp = 2 * n * C * zoo['feedforward_channels'] * 2
+    return attention + depth * mlp + 2 * patches * 3 * 16 * 16 * C
+
+
+def measure_case(case, args):
+    """One (model, resolution, mode) case."""
+    name, size, mode = case[0], int(case[1]), case[2]
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = build_model(name, args.arch, size)
-    images = torch.randn(args.batch_size, 3, size, size)
+    batch = batch_size(args, size)
+    with torch.device(args.device):
+        model = build_model(name, args.arch, size)
+        images = torch.randn(batch, 3, size, size)
 
     def forward():
-        with torch.no_grad():
+        with torch.no_grad(), autocast(args.device, args.dtype):
             model(images)
 
     def forward_backward():
+        with autocast(args.device, args.dtype):
+            features = model(images)
+        features = features[0] if isinstance(features, tuple) else features
+        features.float().sum().backward()
         model.zero_grad(set_to_none=True)
-        model(images)[0].sum().backward()
 
     training = mode == 'forward+backward'
     model.train(training)
     result = measure_step(
-        forward_backward if training else forward, args.repeats, args.budget_s
+        forward_backward if training else forward,
+        args.repeats,
+        args.budget_s,
+        args.device,
     )
-    result['images_per_s'] = args.batch_size / min(result['times'])
+    result['seconds'] = steady_seconds(result['times'], args.device)
+    result['images_per_s'] = batch / result['seconds']
+    result['flops'] = forward_flops(name, args.arch, size)
     return result
 
 
-def ratio_rows(results, operators, resolutions):
+def ratio_rows(results, models, resolutions):
     """Rows of the table: per model, resolution and mode, the absolute
     figures and their ratios to softmax."""
     rows = []
     for size in resolutions:
         ref = results[SOFTMAX][str(size)]
-        for name in [SOFTMAX] + operators:
+        for name in models:
             res = results[name][str(size)]
             row = dict(model=name, size=size)
-            for mode in MODES:
-                m, r = res.get(mode), ref.get(mode)
-                if m is None or r is None:
-                    continue  # mode not measured (--modes)
-                if 'error' in m or 'error' in r:
+            for mode in (m for m in MODES if m in res):
+                m, r = res[mode], ref.get(mode, {})
+                if status(m) != 'ok' or status(r) != 'ok':
                     row[mode] = None
+                    row.setdefault('status', {})[mode] = status(m)
                     continue
+                ratios = compare(m, r)
                 row[mode] = dict(
                     images_per_s=m['images_per_s'],
-                    speedup=m['images_per_s'] / r['images_per_s'],
+                    speedup=ratios['speedup'],
                     peak_mib=m['peak_mib'],
-                    memory_ratio=m['peak_mib'] / r['peak_mib'],
+                    memory_ratio=ratios['memory_ratio'],
                     runs=len(m['times']),
+                    first_call_s=m['warm_up_s'],
+                    flop_ratio=ratios.get('flop_ratio'),
                 )
             rows.append(row)
     return rows
 
 
-def markdown_table(rows):
-    header = (
-        '| model | px | fwd img/s | fwd speed-up | fwd peak MiB | fwd mem. '
-        'ratio | f+b img/s | f+b speed-up | f+b peak MiB | f+b mem. ratio |'
-    )
-    lines = [header, '|' + '---|' * 10]
+def table(rows, device):
+    """Markdown lines; on CUDA each mode also shows the FLOP ratio (the
+    speed-up's ceiling) and the first call's time."""
+    cuda = device == 'cuda'
+    header = ['model', 'px'] + ['batch'] * cuda
+    for mode in MODES:
+        s = SHORT[mode]
+        header += [f'{s} img/s', f'{s} speed-up']
+        header += [f'{s} FLOP ratio'] * cuda
+        header += [f'{s} peak MiB', f'{s} mem. ratio']
+        header += [f'{s} first call s'] * cuda
+    cells_per_mode = 6 if cuda else 4
+    lines = []
     for row in rows:
         cells = [row['model'], str(row['size'])]
+        cells += [str(row.get('batch', ''))] * cuda
         for mode in MODES:
-            if mode not in row:
-                cells += ['-'] * 4
-                continue
-            m = row[mode]
-            if m is None:
-                cells += ['failed'] * 4
-                continue
-            cells += [
-                f'{m["images_per_s"]:.3g}',
-                f'{m["speedup"]:.2f}x',
-                f'{m["peak_mib"]:.0f}',
-                f'{m["memory_ratio"]:.2f}',
-            ]
-        lines.append('| ' + ' | '.join(cells) + ' |')
-    return '\n'.join(lines)
+            m = row.get(mode, False)
+            if m is False:
+                cells += ['-'] * cells_per_mode
+            elif m is None:
+                failed = row['status'][mode]
+                cells += [failed] + [''] * (cells_per_mode - 1)
+            else:
+                cells += [f'{m["images_per_s"]:.3g}', f'{m["speedup"]:.2f}x']
+                cells += [f'{m["flop_ratio"]:.2f}'] * cuda
+                cells += [f'{m["peak_mib"]:.0f}', f'{m["memory_ratio"]:.2f}']
+                cells += [f'{m["first_call_s"]:.2f}'] * cuda
+        lines.append(cells)
+    align = '|' + '---|' * len(header)
+    return '\n'.join(markdown_table(header, lines, align))
 
 
 def target_verdicts(rows):
-    """The issue's targets: every linear model faster than softmax from
-    896 px on, and at least 3x faster at 1792 px (both modes)."""
+    """The targets: every linear model faster than softmax from 896 px on,
+    and at least 3x faster at 1792 px (both modes)."""
     verdicts = []
     for row in rows:
-        if row['model'] == SOFTMAX or row['size'] < 896:
+        if row['model'] in (SOFTMAX, TIMM) or row['size'] < 896:
             continue
         need = 3.0 if row['size'] >= 1792 else 1.0
         for mode in (m for m in MODES if m in row):
             m = row[mode]
-            ok = m is not None and m['speedup'] > need
             got = 'failed' if m is None else f'{m["speedup"]:.2f}x'
             verdicts.append(
-                f'{"met " if ok else "MISSED"} {row["model"]} {row["size"]} '
-                f'px {mode}: {got} (target > {need:g}x)'
+                verdict(
+                    m is not None and m['speedup'] > need,
+                    f'{row["model"]} {row["size"]} px {mode}',
+                    f'{got} (target > {need:g}x)',
+                )
             )
     return verdicts
 
 
-def plot(rows, operators, path):
+def plot(rows, models, path):
     """Speed-up and memory ratio against input size, one panel per mode."""
-    import matplotlib
-
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import ScalarFormatter
-
+    plt = plots.pyplot()
     sizes = sorted({r['size'] for r in rows})
     panels = [
         ('speedup', 'images/s, ratio to softmax'),
@@ -242,7 +331,7 @@ def plot(rows, operators, path):
     for i, mode in enumerate(MODES):
         for j, (key, label) in enumerate(panels):
             ax = axes[i][j]
-            for name in operators:
+            for name in models:
                 points = [
                     (r['size'], r[mode][key])
                     for r in rows
@@ -253,55 +342,52 @@ def plot(rows, operators, path):
             ax.axhline(1.0, color='k', linestyle='--', linewidth=1)
             if key == 'speedup':
                 ax.axhline(3.0, color='grey', linestyle=':', linewidth=1)
-            ax.set_xscale('log', base=2)
             ax.set_yscale('log', base=2)
-            ax.set_xticks(sizes, [str(size) for size in sizes])
-            ax.xaxis.set_minor_locator(plt.NullLocator())
-            ax.yaxis.set_major_formatter(ScalarFormatter())
-            ax.set_title(f'{mode}: {label}')
-            ax.set_xlabel('input size (px)')
-            ax.grid(True, which='both', alpha=0.3)
+            plots.log2_size_axes(ax, sizes, f'{mode}: {label}',
+                                 'input size (px)')  # fmt: skip
     axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plots.save(fig, path)
+
+
+def cases(args):
+    """(model, px, mode) paths; on the CPU the models of one mode run back
+    to back, on CUDA one model's cases do (one compilation each)."""
+    models = args.references + args.operators
+    sizes = [str(size) for size in args.resolutions]
+    if args.device == 'cuda':
+        return list(itertools.product(models, sizes, args.modes))
+    grid = itertools.product(sizes, args.modes, models)
+    return [(name, size, mode) for size, mode, name in grid]
+
+
+def summary(res):
+    return (
+        f'{res["images_per_s"]:.3g} img/s, {res["peak_mib"]:.0f} MiB, '
+        f'{len(res["times"])} runs, first call {res["warm_up_s"]:.2f} s'
+    )
 
 
 def main(argv=None):
     args = parse_args(argv)
     mkdir_or_exist(args.out_dir)
-    results = {name: {} for name in [SOFTMAX] + args.operators}
-    for size in args.resolutions:
-        for mode in args.modes:  # the models of one mode run back to back
-            for name, per_size in results.items():
-                start = time.perf_counter()
-                res = run_in_child(measure_case, name, size, mode, args)
-                per_size.setdefault(str(size), {})[mode] = res
-                if 'error' in res:
-                    error = res['error'].strip().splitlines()[-1]
-                    summary = f'FAILED: {error}'
-                else:
-                    summary = (
-                        f'{res["images_per_s"]:.3g} img/s, '
-                        f'{res["peak_mib"]:.0f} MiB, {len(res["times"])} runs'
-                    )
-                print(
-                    f'{name} {size}px {mode}: {summary} '
-                    f'[{time.perf_counter() - start:.0f} s]',
-                    flush=True,
-                )
-                with open(osp.join(args.out_dir, 'results.json'), 'w') as f:
-                    json.dump(
-                        dict(config=vars(args), results=results), f, indent=1
-                    )
-
-    rows = ratio_rows(results, args.operators, args.resolutions)
-    table = markdown_table(rows)
+    results = run_grid(
+        cases(args),
+        lambda case: measure_case(case, args),
+        args,
+        osp.join(args.out_dir, 'results.json'),
+        describe=lambda c: f'{c[0]} {c[1]}px {c[2]}',
+        summary=summary,
+    )
+    models = args.references + args.operators
+    rows = ratio_rows(results, models, args.resolutions)
+    for row in rows:
+        row['batch'] = batch_size(args, row['size'])
+    text = table(rows, args.device)
     verdicts = target_verdicts(rows)
     with open(osp.join(args.out_dir, 'table.md'), 'w') as f:
-        f.write(table + '\n\n' + '\n'.join(verdicts) + '\n')
-    plot(rows, args.operators, osp.join(args.out_dir, 'benchmark_model.png'))
-    print(table)
+        f.write(text + '\n\n' + '\n'.join(verdicts) + '\n')
+    plot(rows, models[1:], osp.join(args.out_dir, 'benchmark_model.png'))
+    print(text)
     print('\n'.join(verdicts))
     return rows
 

@@ -1,48 +1,14 @@
-"""Time and peak memory of a step, measured in a fresh forked process.
-
-The benchmarks (``tools/analysis/benchmark_*.py``) run every case in its
-own child process so that each starts from the same memory, and time a
-step as the best of a few runs after a warm-up. Linux with glibc only
-(/proc, mallopt).
-"""
+"""Running one benchmark case: in a fresh forked process on the CPU, in
+this process on CUDA, errors and out-of-memory caught either way."""
 
 import ctypes
+import gc
 import multiprocessing
-import time
 import traceback
 
-from .resident_memory import reset_peak_resident, resident_kib
+import torch
 
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
-
-
-def measure_step(step, repeats, budget_s):
-    """Time ``step`` and record the peak memory it adds.
-
-    One warm-up call, then up to ``repeats`` timed calls while their total
-    stays under ``budget_s``; a warm-up longer than the budget is itself
-    the measurement (then there is one timed call, the warm-up). Peak
-    memory is the rise of the peak resident set (VmHWM, reset first) above
-    the resident set before the warm-up.
-
-    Returns:
-        dict: ``times`` (s, the timed calls), ``warm_up_s`` and
-        ``peak_mib``.
-    """
-    reset_peak_resident()
-    before = resident_kib('VmRSS')
-    start = time.perf_counter()
-    step()
-    warm_up = time.perf_counter() - start
-    times = []
-    if warm_up > budget_s:
-        times.append(warm_up)
-    while len(times) < repeats and sum(times) < budget_s:
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    peak_mib = (resident_kib('VmHWM') - before) / 1024
-    return dict(times=times, warm_up_s=warm_up, peak_mib=peak_mib)
 
 
 def _child(conn, measure, case):
@@ -58,6 +24,8 @@ def _child(conn, measure, case):
 
 def run_in_child(measure, *case, timeout_s=None):
     """Call ``measure(*case)`` in a forked process and return its result.
+
+    Every case starts from the same memory. Linux with glibc only.
 
     Args:
         measure (callable): Returns a picklable result (a dict).
@@ -86,3 +54,29 @@ def run_in_child(measure, *case, timeout_s=None):
     if result is None:
         result = dict(error=f'process died (exit code {proc.exitcode})')
     return result
+
+
+def run_in_process(measure, *case):
+    """Call ``measure(*case)`` here (CUDA cannot be used in a forked child
+    once initialised). Returns its result, ``dict(error='out of memory')``
+    (with the allocator's message in ``detail``) or ``dict(error=traceback)``;
+    afterwards the CUDA cache is emptied so that the next case starts from
+    the same free memory."""
+    try:
+        return measure(*case)
+    except torch.cuda.OutOfMemoryError as e:
+        return dict(error='out of memory', detail=str(e).split('\n')[0])
+    except Exception:
+        return dict(error=traceback.format_exc(limit=3))
+    finally:
+        gc.collect()
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+
+
+def run_case(measure, *case, device='cpu', timeout_s=None):
+    """:func:`run_in_child` on the CPU, :func:`run_in_process` on CUDA
+    (``timeout_s`` applies to the CPU only)."""
+    if device == 'cuda':
+        return run_in_process(measure, *case)
+    return run_in_child(measure, *case, timeout_s=timeout_s)

@@ -1,0 +1,102 @@
+"""The command-line options every benchmark tool shares: the device, the
+autocast dtype and a time budget."""
+
+import contextlib
+
+import torch
+
+DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16, 'fp16': torch.float16}
+DEFAULT_DTYPE = {'cpu': 'fp32', 'cuda': 'bf16'}
+
+
+def add_device_arguments(parser):
+    """Add ``--device``, ``--dtype`` and ``--max-seconds`` to ``parser``."""
+    parser.add_argument(
+        '--device',
+        choices=('cpu', 'cuda'),
+        default='cpu',
+        help='where the cases run (cuda: the current GPU, in this process, '
+        'timed with CUDA events)',
+    )
+    parser.add_argument(
+        '--dtype',
+        choices=tuple(DTYPES),
+        default=None,
+        help='autocast dtype (default: fp32 on cpu, i.e. no autocast; bf16 '
+        'on cuda)',
+    )
+    parser.add_argument(
+        '--max-seconds',
+        type=float,
+        default=None,
+        help='start no case after this many seconds; the cases left are '
+        'listed as skipped',
+    )
+
+
+def cuda_unavailable_reason():
+    """Why ``--device cuda`` cannot run here, or None if it can."""
+    if torch.cuda.is_available():
+        return None
+    if torch.version.cuda is None:
+        return (
+            f'--device cuda: this torch ({torch.__version__}) is built '
+            'without CUDA'
+        )
+    return (
+        f'--device cuda: no CUDA GPU is visible (torch {torch.__version__}, '
+        f'built for CUDA {torch.version.cuda}: torch.cuda.is_available() '
+        'is False)'
+    )
+
+
+def check_device_arguments(parser, args):
+    """Fill the default dtype; exit with a parser error naming the problem
+    when ``--device cuda`` is asked for on a machine without a CUDA GPU."""
+    if args.device == 'cuda':
+        reason = cuda_unavailable_reason()
+        if reason:
+            parser.error(reason)
+    args.dtype = args.dtype or DEFAULT_DTYPE[args.device]
+    return args
+
+
+def autocast(device, dtype):
+    """The autocast context of ``dtype`` on ``device`` (none for fp32)."""
+    if dtype == 'fp32':
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device, dtype=DTYPES[dtype])
+
+
+def describe_device(device, dtype, threads=None):
+    """One line naming the device, the precision and (CPU) the threads."""
+    precision = 'float32' if dtype == 'fp32' else f'{dtype} autocast'
+    if device == 'cuda':
+        return f'{torch.cuda.get_device_name()}, {precision}'
+    threads = threads or torch.get_num_threads()
+    return f'CPU, {threads} threads, {precision}'
+
+
+def add_timing_arguments(parser, repeats=3, budget_s=60.0, threads=None):
+    """Add ``--repeats``, ``--budget-s`` and ``--threads`` (the timed calls
+    of a case and the CPU threads)."""
+    parser.add_argument(
+        '--repeats',
+        type=int,
+        default=repeats,
+        help='timed calls per case (max)',
+    )
+    parser.add_argument(
+        '--budget-s',
+        type=float,
+        default=budget_s,
+        help='stop repeating once the timed calls of a case took this long',
+    )
+    parser.add_argument(
+        '--threads',
+        type=int,
+        default=threads,
+        help="torch intra-op threads (default: torch's); on a loaded "
+        'machine 1 avoids timing OpenMP barriers waiting for a preempted '
+        'thread (docs/benchmarks.md)',
+    )
