@@ -1,28 +1,37 @@
 """Time and memory of attention operators against softmax attention (SDPA).
 
 For each operator and token count N, one forward + backward pass of the
-attention module alone (batch 1, float32, gradients for the input and all
-parameters) is timed on the CPU; the median over ``--repeats`` runs after one
-warm-up run is reported, next to the speed-up over ``SoftmaxAttention`` at the
-same grid and the FLOP ratio of the two modules (their ``flops`` methods,
-projections included).
+attention module alone (batch 1, gradients for the input and all
+parameters) is timed next to ``SoftmaxAttention`` at the same grid, with
+the speed-up over it and the FLOP ratio of the two modules (their ``flops``
+methods, projections included): the arithmetic ceiling of the speed-up.
 
-Peak memory is the growth of the resident set (Linux ``VmHWM`` minus
-``VmRSS``, after resetting the high-water mark through
-``/proc/self/clear_refs``) during one forward + backward after warm-up,
-measured in a separate process started with ``MALLOC_MMAP_THRESHOLD_`` fixed
-at 64 KiB, so that every tensor larger than that is its own mapping, returned
-to the system when freed, and the resident set follows the live tensors. It
-counts activations, saved tensors, temporaries and the parameter gradients,
-not the weights or the input.
+- CPU (float32 by default): the median over ``--repeats`` runs after one
+  warm-up run, the operators taking turns within each round. Peak memory
+  is the growth of the resident set (Linux ``VmHWM`` minus ``VmRSS``,
+  after resetting the high-water mark through ``/proc/self/clear_refs``)
+  during one forward + backward after warm-up, measured in a separate
+  process started with ``MALLOC_MMAP_THRESHOLD_`` fixed at 64 KiB, so that
+  every tensor larger than that is its own mapping, returned to the system
+  when freed, and the resident set follows the live tensors. It counts
+  activations, saved tensors, temporaries and the parameter gradients, not
+  the weights or the input.
+- CUDA (bf16 autocast by default; SDPA runs its flash kernel): each
+  (operator, N) in this process; the first call (kernel compilation and
+  autotuning) is timed apart, then the median of ``--repeats`` calls timed
+  by CUDA events. Peak memory is ``torch.cuda.max_memory_allocated`` during
+  one more call, after ``reset_peak_memory_stats``, minus the memory
+  allocated before it. An out-of-memory case is listed as failed.
 
 With ``GatedLinearAttention`` among the operators, the chunked GLA scan
 (``mmlvit.ops.gla.gla_chunked``) is also timed against its token-by-token
-recurrence (``gla_recurrent``) at ``--gla-tokens``.
+recurrence (``gla_recurrent``) at ``--gla-tokens`` (0: not).
 
 Example:
     python tools/analysis/benchmark_attention.py --repeats 5 \\
         --out-dir work_dirs/benchmark_attention
+    python tools/analysis/benchmark_attention.py --device cuda \\
+        --tokens 197 785 3137 12545 16385 65537 --gla-tokens 0
 """
 
 import argparse
@@ -30,23 +39,38 @@ import json
 import math
 import os
 import os.path as osp
-import statistics
-import subprocess
 import sys
-import time
 from functools import partial
 
 import torch
 from mmpretrain.registry import MODELS
 
 import mmlvit  # noqa: F401  (registers the operators)
+from mmlvit.benchmark import (
+    Deadline,
+    add_device_arguments,
+    autocast,
+    check_device_arguments,
+    cuda_peak_growth_mib,
+    describe_device,
+    interleaved_times,
+    linear_fit_error,
+    markdown_table,
+    peak_resident_growth_mib,
+    plots,
+    ratio,
+    run_in_process,
+    run_memory_worker,
+    status,
+    write_json,
+)
 from mmlvit.models.attentions import registered_operators
-from mmlvit.utils import peak_resident_growth_mib
 
 REFERENCE = 'SoftmaxAttention'
 TARGET_FRACTION = 0.7  # measured speed-up >= 70% of the FLOP ratio
 TARGET_TOKENS = (3137, 12545)  # ... at these N
 GLA_TARGET = 20.0  # chunked >= 20x faster than the recurrence
+FIGURES = ('seconds', 'first_call_seconds', 'flops', 'peak_mib', 'failed')
 
 
 def parse_args(argv=None):
@@ -77,7 +101,8 @@ def parse_args(argv=None):
         '--gla-tokens',
         type=int,
         default=3137,
-        help='sequence length of the GLA chunked-vs-recurrent comparison',
+        help='sequence length of the GLA chunked-vs-recurrent comparison '
+        '(0: no comparison)',
     )
     parser.add_argument(
         '--threads',
@@ -85,6 +110,7 @@ def parse_args(argv=None):
         default=torch.get_num_threads(),
         help='torch intra-op threads (default: torch default)',
     )
+    add_device_arguments(parser)
     parser.add_argument(
         '--out-dir',
         default='work_dirs/benchmark_attention',
@@ -96,7 +122,7 @@ def parse_args(argv=None):
         action='store_true',
         help=argparse.SUPPRESS,  # internal: measure memory, print JSON
     )
-    args = parser.parse_args(argv)
+    args = check_device_arguments(parser, parser.parse_args(argv))
     args.operators = args.operators or list(
         registered_operators(linear_cost=True)
     )
@@ -115,57 +141,87 @@ def grid(name, num_tokens):
     return (side, side), side * side + int(with_cls)
 
 
-def build(name, args):
-    torch.manual_seed(0)
-    return MODELS.build(
-        dict(type=name, embed_dims=args.embed_dims, num_heads=args.num_heads)
-    )
-
-
 def make_step(name, num_tokens, args):
     """A closure running one forward + backward, and the module's FLOPs."""
-    module = build(name, args)
+    torch.manual_seed(0)
     hw_shape, n = grid(name, num_tokens)
-    x = torch.randn(1, n, args.embed_dims, requires_grad=True)
-    grad = torch.randn(1, n, args.embed_dims)
+    with torch.device(args.device):
+        module = MODELS.build(
+            dict(
+                type=name, embed_dims=args.embed_dims, num_heads=args.num_heads
+            )
+        )
+        x = torch.randn(1, n, args.embed_dims, requires_grad=True)
+        grad = torch.randn(1, n, args.embed_dims)
 
     def step():
-        module(x, hw_shape).backward(grad)
+        with autocast(args.device, args.dtype):
+            out = module(x, hw_shape)
+        out.backward(grad.to(out.dtype))
         module.zero_grad(set_to_none=True)
         x.grad = None
 
     return step, module.flops(n, hw_shape)
 
 
-def median_seconds(fns, repeats):
-    """Median wall time of each callable over ``repeats`` rounds, after one
-    warm-up call each. The callables take turns within a round, so a burst
-    of load from elsewhere on the machine hits all of them alike."""
-    for fn in fns.values():
-        fn()
-    times = {key: [] for key in fns}
-    for _ in range(repeats):
-        for key, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[key].append(time.perf_counter() - start)
-    return {key: statistics.median(ts) for key, ts in times.items()}
+def measure_cuda(name, n, args):
+    """One (operator, N) on CUDA: first call, median, peak growth."""
+    step, flops = make_step(name, n, args)
+    times = interleaved_times({name: step}, args.repeats, args.device)[name]
+    return dict(
+        seconds=times['median_s'],
+        first_call_seconds=times['first_s'],
+        flops=flops,
+        peak_mib=cuda_peak_growth_mib(step),
+    )
 
 
-def time_operators(args):
-    """{name: {N: seconds}} and {name: {N: FLOPs}} of forward + backward."""
+def measure_cpu(names, n, args):
+    """{name: result} at one N, the operators taking turns."""
+    steps, flops = {}, {}
+    for name in names:
+        steps[name], flops[name] = make_step(name, n, args)
+    times = interleaved_times(steps, args.repeats)
+    return {
+        name: dict(
+            seconds=times[name]['median_s'],
+            first_call_seconds=times[name]['first_s'],
+            flops=flops[name],
+        )
+        for name in names
+    }
+
+
+def measure(args, figures, save):
+    """Fill ``figures`` ({figure: {name: {N: value}}}), saving after each
+    case, until ``--max-seconds``; on CUDA operator by operator."""
+    deadline = Deadline(args.max_seconds)
     names = [REFERENCE] + args.operators
-    timing = {name: {} for name in names}
-    flops = {name: {} for name in names}
-    for n in args.tokens:
-        steps = {}
-        for name in names:
-            steps[name], flops[name][n] = make_step(name, n, args)
-        for name, seconds in median_seconds(steps, args.repeats).items():
-            timing[name][n] = seconds
-            print(f'{name:24s} N={n:6d} {1e3 * seconds:10.1f} ms', flush=True)
-        del steps
-    return timing, flops
+    skipped = dict(skipped=f'--max-seconds {args.max_seconds} reached')
+    if args.device == 'cuda':
+        cases = [(name, n) for name in names for n in args.tokens]
+    else:
+        cases = [(name, n) for n in args.tokens for name in names]
+    at_n = {}
+    for name, n in cases:
+        if deadline.expired():
+            res = skipped
+        elif args.device == 'cuda':
+            res = run_in_process(measure_cuda, name, n, args)
+        else:
+            if n not in at_n:
+                at_n = {n: measure_cpu(names, n, args)}
+            res = at_n[n][name]
+        for key, value in res.items():
+            if key in FIGURES:
+                figures[key].setdefault(name, {})[n] = value
+        text = status(res)
+        if text == 'ok':
+            text = f'{1e3 * res["seconds"]:10.1f} ms'
+        else:
+            figures['failed'].setdefault(name, {})[n] = text
+        print(f'{name:24s} N={n:6d} {text}', flush=True)
+        save()
 
 
 def memory_worker(args):
@@ -181,15 +237,8 @@ def memory_worker(args):
 
 
 def measure_memory(args, argv):
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_='65536')
-    out = subprocess.run(
-        [sys.executable, osp.abspath(__file__), *argv, '--memory-worker'],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    results = json.loads(out.strip().splitlines()[-1])
+    """CPU: {name: {N: MiB}} measured in a child process."""
+    results = run_memory_worker(__file__, [*argv, '--memory-worker'])
     return {
         name: {int(n): mib for n, mib in per_n.items()}
         for name, per_n in results.items()
@@ -204,11 +253,12 @@ def time_gla_scans(args):
     torch.manual_seed(0)
     d = args.embed_dims // args.num_heads
     shape = (1, args.num_heads, args.gla_tokens, d)
-    q, k, v = (torch.randn(shape, requires_grad=True) for _ in range(3))
-    g = torch.nn.functional.logsigmoid(torch.randn(shape)) / 16
+    with torch.device(args.device):
+        q, k, v = (torch.randn(shape, requires_grad=True) for _ in range(3))
+        g = torch.nn.functional.logsigmoid(torch.randn(shape)) / 16
+        grad = torch.randn(shape)
     g.requires_grad_()
     inputs = (q, k, v, g)
-    grad = torch.randn(shape)
     scans = dict(chunked=gla_chunked, recurrent=gla_recurrent)
 
     def forward(scan):
@@ -226,55 +276,50 @@ def time_gla_scans(args):
         ('forward_backward', forward_backward),
     ):
         fns = {label: partial(run, scan) for label, scan in scans.items()}
-        for label, seconds in median_seconds(fns, args.repeats).items():
-            results[label][key] = seconds
+        times = interleaved_times(fns, args.repeats, args.device)
+        for label, figures in times.items():
+            results[label][key] = figures['median_s']
     return results
 
 
-def linear_fit_error(tokens, mib):
-    """Largest deviation of the peaks from a least-squares line a + b N,
-    relative to the largest peak (how far the growth is from linear).
-    Two points or fewer always lie on a line: 0."""
-    if len(tokens) < 3:
-        return 0.0
-    mean_n, mean_m = statistics.fmean(tokens), statistics.fmean(mib)
-    var = sum((n - mean_n) ** 2 for n in tokens)
-    slope = sum((n - mean_n) * (m - mean_m) for n, m in zip(tokens, mib))
-    slope /= var
-    residual = max(
-        abs(m - (mean_m + slope * (n - mean_n))) for n, m in zip(tokens, mib)
-    )
-    return residual / (max(mib) or 1.0)
-
-
-def ratio(a, b):
-    """a / b, NaN when b is 0 (a peak below the page granularity)."""
-    return a / b if b else math.nan
-
-
-def render(args, timing, flops, memory, gla):
+def render(args, figures, gla):
     """The report as Markdown lines, and the list of missed targets."""
+    seconds, flops, memory = (figures[k] for k in ('seconds', 'flops',
+                                                   'peak_mib'))  # fmt: skip
+    ref = seconds.get(REFERENCE, {})
+    cuda = args.device == 'cuda'
     lines = [
-        f'C={args.embed_dims}, {args.num_heads} heads, batch 1, float32, '
-        f'{args.threads} threads, median of {args.repeats} runs of forward '
-        '+ backward.',
+        f'C={args.embed_dims}, {args.num_heads} heads, batch 1, '
+        f'{describe_device(args.device, args.dtype, args.threads)}, median '
+        f'of {args.repeats} runs of forward + backward.',
         '',
-        '| operator | N | time (ms) | speed-up | FLOP ratio | speed-up / '
-        'FLOP ratio | peak memory (MiB) | memory / softmax |',
-        '|---|---:|---:|---:|---:|---:|---:|---:|',
     ]
-    missed = []
+    header = ['operator', 'N', 'time (ms)'] + ['first call (ms)'] * cuda
+    header += ['speed-up', 'FLOP ratio', 'speed-up / FLOP ratio']
+    header += ['peak memory (MiB)', 'memory / softmax']
+    rows, missed = [], []
     for name in [REFERENCE] + args.operators:
         for n in args.tokens:
-            _, n_op = grid(name, n)
-            speedup = timing[REFERENCE][n] / timing[name][n]
-            flop_ratio = flops[REFERENCE][n] / flops[name][n]
+            n_op = grid(name, n)[1]
+            if n not in seconds.get(name, {}):
+                failed = figures['failed'].get(name, {}).get(n, 'not run')
+                rows.append([name, n_op, failed] + [''] * (len(header) - 3))
+                continue
+            own = seconds[name][n]
+            speedup = ref[n] / own if n in ref else math.nan
+            flop_ratio = flops[REFERENCE].get(n, math.nan) / flops[name][n]
             efficiency = speedup / flop_ratio
-            lines.append(
-                f'| {name} | {n_op} | {1e3 * timing[name][n]:.1f} | '
-                f'{speedup:.2f} | {flop_ratio:.2f} | {efficiency:.2f} | '
-                f'{memory[name][n]:.1f} | '
-                f'{ratio(memory[name][n], memory[REFERENCE][n]):.2f} |'
+            rows.append(
+                [name, n_op, f'{1e3 * own:.1f}']
+                + [f'{1e3 * figures["first_call_seconds"][name][n]:.1f}']
+                * cuda
+                + [f'{speedup:.2f}', f'{flop_ratio:.2f}', f'{efficiency:.2f}']
+                + [
+                    f'{memory[name][n]:.1f}',
+                    f'{ratio(memory[name][n], memory[REFERENCE][n]):.2f}'
+                    if n in memory.get(REFERENCE, {})
+                    else 'nan',
+                ]
             )
             if (
                 name != REFERENCE
@@ -285,6 +330,7 @@ def render(args, timing, flops, memory, gla):
                     f'{name} at N={n_op}: speed-up {speedup:.2f} < '
                     f'{TARGET_FRACTION:.0%} of the FLOP ratio {flop_ratio:.2f}'
                 )
+    lines += markdown_table(header, rows, '-' + ':' * (len(header) - 1))
     lines += [
         '',
         'Peak-memory growth (largest relative deviation from a straight '
@@ -292,8 +338,10 @@ def render(args, timing, flops, memory, gla):
         'peak at the next one, against the token ratio):',
         '',
     ]
-    ordered = sorted(args.tokens)
     for name in [REFERENCE] + args.operators:
+        ordered = sorted(memory.get(name, {}))
+        if not ordered:
+            continue
         mib = [memory[name][n] for n in ordered]
         deviation = linear_fit_error(ordered, mib)
         growth = ''
@@ -333,20 +381,19 @@ def render(args, timing, flops, memory, gla):
     return lines, missed
 
 
-def plot(args, timing, memory, path):
-    import matplotlib
-
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-
+def plot(args, figures, path):
+    plt = plots.pyplot()
     fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name in [REFERENCE] + args.operators:
-        ns = sorted(args.tokens)
         style = dict(marker='o', label=name)
         if name == REFERENCE:
             style.update(color='black', linewidth=2.5)
-        ax_time.plot(ns, [1e3 * timing[name][n] for n in ns], **style)
-        ax_mem.plot(ns, [memory[name][n] for n in ns], **style)
+        for ax, key, scale in ((ax_time, 'seconds', 1e3),
+                               (ax_mem, 'peak_mib', 1)):  # fmt: skip
+            points = sorted(figures[key].get(name, {}).items())
+            if points:
+                ns, values = zip(*points)
+                ax.plot(ns, [scale * v for v in values], **style)
     for ax, label in (
         (ax_time, 'forward + backward (ms)'),
         (ax_mem, 'peak memory (MiB)'),
@@ -357,13 +404,12 @@ def plot(args, timing, memory, path):
         ax.set_ylabel(label)
         ax.grid(True, which='both', alpha=0.3)
     ax_time.legend(fontsize=8)
+    where = 'CPU' if args.device == 'cpu' else f'CUDA, {args.dtype}'
     fig.suptitle(
         f'Attention operators, C={args.embed_dims}, '
-        f'{args.num_heads} heads, batch 1, CPU'
+        f'{args.num_heads} heads, batch 1, {where}'
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plots.save(fig, path)
 
 
 def main(argv=None):
@@ -373,35 +419,31 @@ def main(argv=None):
     if args.memory_worker:
         memory_worker(args)
         return 0
-    timing, flops = time_operators(args)
-    memory = measure_memory(args, argv)
-    gla = (
-        time_gla_scans(args)
-        if 'GatedLinearAttention' in args.operators
-        else None
+    os.makedirs(args.out_dir, exist_ok=True)
+    figures = {key: {} for key in FIGURES}
+    out = dict(
+        device=describe_device(args.device, args.dtype, args.threads),
+        gla_scan_seconds=None,
+        missed=None,
     )
 
-    lines, missed = render(args, timing, flops, memory, gla)
+    def save():
+        json_path = osp.join(args.out_dir, 'attention_benchmark.json')
+        write_json(json_path, dict(figures, **out))
+
+    measure(args, figures, save)
+    if args.device == 'cpu':
+        figures['peak_mib'] = measure_memory(args, argv)
+    if 'GatedLinearAttention' in args.operators and args.gla_tokens:
+        out['gla_scan_seconds'] = time_gla_scans(args)
+    lines, missed = render(args, figures, out['gla_scan_seconds'])
     lines += ['', 'Targets: all met.' if not missed else 'Targets missed:']
     lines += [f'- {m}' for m in missed]
-    os.makedirs(args.out_dir, exist_ok=True)
+    out['missed'] = missed
+    save()
     with open(osp.join(args.out_dir, 'attention_benchmark.md'), 'w') as f:
         f.write('\n'.join(lines) + '\n')
-    with open(osp.join(args.out_dir, 'attention_benchmark.json'), 'w') as f:
-        json.dump(
-            dict(
-                seconds=timing,
-                flops=flops,
-                peak_mib=memory,
-                gla_scan_seconds=gla,
-                missed=missed,
-            ),
-            f,
-            indent=1,
-        )
-    plot(
-        args, timing, memory, osp.join(args.out_dir, 'attention_benchmark.png')
-    )
+    plot(args, figures, osp.join(args.out_dir, 'attention_benchmark.png'))
     print('\n'.join(lines))
     return 0
 
