@@ -20,18 +20,24 @@ started with ``MALLOC_MMAP_THRESHOLD_`` at 64 KiB so that freed tensors
 leave the resident set. It counts activations, saved tensors, gradients and
 optimizer state updates, not the weights.
 
+With ``--device cuda`` everything runs in this process under autocast
+(``--dtype``, default bf16; a plain optimizer wrapper, no loss scaling):
+the first call of each step is timed apart, the rounds by CUDA events
+(wall time only), and peak memory is ``torch.cuda.max_memory_allocated``
+during one step after ``reset_peak_memory_stats``, minus the memory
+allocated before it.
+
 Example:
     python tools/analysis/benchmark_distill.py --batch-size 8 --repeats 5
+    python tools/analysis/benchmark_distill.py --device cuda --batch-size 64
 """
 
 import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 import torch
 from mmengine.optim import OptimWrapper
@@ -39,7 +45,15 @@ from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 
 import mmlvit  # noqa: F401  (registers the modules)
-from mmlvit.utils import peak_resident_growth_mib
+from mmlvit.benchmark import (
+    add_device_arguments,
+    autocast,
+    check_device_arguments,
+    describe_device,
+    interleaved_times,
+    peak_growth_mib,
+    run_memory_worker,
+)
 
 TARGET_TIME_RATIO = 1.4
 KINDS = ('student', 'distilled')
@@ -66,10 +80,11 @@ def parse_args(argv=None):
         help='student attention operator (default: '
         'GatedLinearAttention, else ReLULinearAttention)',
     )
+    add_device_arguments(parser)
     parser.add_argument(
         '--memory-worker', choices=KINDS, help=argparse.SUPPRESS
     )
-    return parser.parse_args(argv)
+    return check_device_arguments(parser, parser.parse_args(argv))
 
 
 def default_operator():
@@ -96,7 +111,7 @@ def classifier_cfg(backbone):
     )
 
 
-def build_steps(operator, batch_size, tmp_dir):
+def build_steps(operator, batch_size, tmp_dir, device='cpu', dtype='fp32'):
     """{kind: zero-argument callable running one train_step}."""
     torch.manual_seed(0)
     teacher_cfg = classifier_cfg(dict(type='VisionTransformer'))
@@ -104,19 +119,23 @@ def build_steps(operator, batch_size, tmp_dir):
     torch.save(
         dict(state_dict=MODELS.build(teacher_cfg).state_dict()), teacher_ckpt
     )
-    distiller = MODELS.build(
-        dict(
-            type='AttentionDistiller',
-            student=classifier_cfg(
-                dict(
-                    type='LinearVisionTransformer',
-                    attn_cfg=dict(type=operator),
-                )
-            ),
-            teacher=teacher_cfg,
-            teacher_checkpoint=teacher_ckpt,
+    distiller = (
+        MODELS.build(
+            dict(
+                type='AttentionDistiller',
+                student=classifier_cfg(
+                    dict(
+                        type='LinearVisionTransformer',
+                        attn_cfg=dict(type=operator),
+                    )
+                ),
+                teacher=teacher_cfg,
+                teacher_checkpoint=teacher_ckpt,
+            )
         )
-    ).train()
+        .train()
+        .to(device)
+    )
     optim = OptimWrapper(
         torch.optim.AdamW(
             [p for p in distiller.parameters() if p.requires_grad], lr=1e-4
@@ -129,13 +148,17 @@ def build_steps(operator, batch_size, tmp_dir):
     samples = [DataSample().set_gt_label(i % 1000) for i in range(batch_size)]
 
     def step(model):
-        return lambda: model.train_step(
-            dict(inputs=images, data_samples=samples), optim
-        )
+        def train_step():
+            with autocast(device, dtype):
+                model.train_step(
+                    dict(inputs=images, data_samples=samples), optim
+                )
+
+        return train_step
 
     def teacher_forward():
         data = distiller.data_preprocessor(dict(inputs=images), True)
-        with torch.no_grad():
+        with torch.no_grad(), autocast(device, dtype):
             distiller.teacher(data['inputs'], mode='tensor')
 
     return dict(
@@ -145,41 +168,15 @@ def build_steps(operator, batch_size, tmp_dir):
     )
 
 
-def median_times(steps, repeats):
-    """{kind: (wall s, CPU s)}: medians over ``repeats`` rounds after one
-    warm-up call each; the callables take turns within a round."""
-    for step in steps.values():
-        step()
-    times = {kind: [] for kind in steps}
-    for _ in range(repeats):
-        for kind, step in steps.items():
-            wall, cpu = time.perf_counter(), time.process_time()
-            step()
-            times[kind].append(
-                (time.perf_counter() - wall, time.process_time() - cpu)
-            )
+def median_times(steps, repeats, device='cpu'):
+    """{kind: (wall s, CPU s, first call s)}: medians over ``repeats``
+    rounds after one first call each; the callables take turns within a
+    round."""
+    times = interleaved_times(steps, repeats, device)
     return {
-        kind: tuple(statistics.median(t[i] for t in ts) for i in (0, 1))
-        for kind, ts in times.items()
+        kind: (t['median_s'], statistics.median(t['cpu']), t['first_s'])
+        for kind, t in times.items()
     }
-
-
-def measure_memory(kind, argv):
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_='65536')
-    out = subprocess.run(
-        [
-            sys.executable,
-            os.path.abspath(__file__),
-            *argv,
-            '--memory-worker',
-            kind,
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def main(argv=None):
@@ -189,14 +186,23 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     operator = args.operator or default_operator()
     with tempfile.TemporaryDirectory() as tmp_dir:
-        steps = build_steps(operator, args.batch_size, tmp_dir)
+        steps = build_steps(
+            operator, args.batch_size, tmp_dir, args.device, args.dtype
+        )
         if args.memory_worker:
-            print(
-                json.dumps(peak_resident_growth_mib(steps[args.memory_worker]))
-            )
+            print(json.dumps(peak_growth_mib(steps[args.memory_worker])))
             return 0
-        times = median_times(steps, args.repeats)
-    memory = {kind: measure_memory(kind, argv) for kind in KINDS}
+        times = median_times(steps, args.repeats, args.device)
+        if args.device == 'cuda':
+            memory = {
+                kind: peak_growth_mib(steps[kind], args.device)
+                for kind in KINDS
+            }
+    if args.device == 'cpu':
+        memory = {
+            kind: run_memory_worker(__file__, [*argv, '--memory-worker', kind])
+            for kind in KINDS
+        }
     print('\n'.join(render(args, operator, times, memory)))
     return 0
 
@@ -211,6 +217,8 @@ def render(args, operator, times, memory):
     def verdict(ratio):
         return 'met' if ratio <= TARGET_TIME_RATIO else 'MISSED'
 
+    if args.device == 'cuda':
+        return render_cuda(args, operator, times, memory, verdict)
     return [
         f'DeiT-S {operator} student, softmax teacher, 224 px, batch '
         f'{args.batch_size}, {torch.get_num_threads()} CPU threads, median '
@@ -230,6 +238,38 @@ def render(args, operator, times, memory):
         f'Time ratio (target <= {TARGET_TIME_RATIO}x): wall '
         f'{wall_ratio:.2f}x {verdict(wall_ratio)}, CPU {cpu_ratio:.2f}x '
         f'{verdict(cpu_ratio)}.',
+    ]
+
+
+def render_cuda(args, operator, times, memory, verdict):
+    """The CUDA result as Markdown lines (wall time by CUDA events; the
+    first call, with compilation, apart)."""
+    wall_ratio = times['distilled'][0] / times['student'][0]
+    memory_ratio = memory['distilled'] / memory['student']
+    rows = [
+        ('student alone', 'student'),
+        ('distilled', 'distilled'),
+        ('teacher forward alone (no grad)', 'teacher'),
+    ]
+    lines = [
+        f'DeiT-S {operator} student, softmax teacher, 224 px, batch '
+        f'{args.batch_size}, {describe_device(args.device, args.dtype)}, '
+        f'median of {args.repeats}',
+        '',
+        '| step | time (ms) | first call (s) | peak memory growth (MiB) |',
+        '|---|---:|---:|---:|',
+    ]
+    for label, kind in rows:
+        mib = f'{memory[kind]:.0f}' if kind in memory else ''
+        lines.append(
+            f'| {label} | {1e3 * times[kind][0]:.1f} | '
+            f'{times[kind][2]:.2f} | {mib} |'
+        )
+    lines.insert(-1, f'| ratio | {wall_ratio:.2f}x | | {memory_ratio:.2f}x |')
+    return lines + [
+        '',
+        f'Time ratio (target <= {TARGET_TIME_RATIO}x): {wall_ratio:.2f}x '
+        f'{verdict(wall_ratio)}.',
     ]
 
 
