@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mmlvit.benchmark import count_flops
 from mmlvit.models.attentions import SoftmaxAttention
 
 pytest.importorskip('mmseg')
@@ -51,13 +52,13 @@ def bench(load_tool):
 def test_sdpa_flops_are_the_analytic_count(bench):
     N, C, heads = 197, 768, 12
     q, k, v = torch.randn(3, 1, heads, N, C // heads).unbind(0)
-    flops = bench.count_flops(lambda: F.scaled_dot_product_attention(q, k, v))
+    flops = count_flops(lambda: F.scaled_dot_product_attention(q, k, v))
     assert flops == 4 * N * N * C  # q k^T and A v, 2 per multiply-add
 
     attn = SoftmaxAttention(embed_dims=64, num_heads=4)
     x = torch.randn(1, 50, 64)
     with torch.no_grad():
-        flops = bench.count_flops(lambda: attn(x, (7, 7)))
+        flops = count_flops(lambda: attn(x, (7, 7)))
     assert (
         flops
         == attn.flops(50, (7, 7))
@@ -72,7 +73,7 @@ def test_linear_model_has_fewer_flops_at_many_tokens(bench, operator):
     def flops(op):
         model = bench.build_dense_model('upernet', op, TINY['upernet'])
         step = bench.model_step(model, 'upernet', 'inference', 512)
-        return bench.count_flops(step)
+        return count_flops(step)
 
     # 1025 tokens of width 32: softmax's 4 N^2 C is 16x its 8 N C^2
     # projections.
