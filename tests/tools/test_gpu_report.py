@@ -1,0 +1,187 @@
+"""tools/analysis/gpu_report.py without a GPU: the refusal, the generated
+ImageNet folder and teacher checkpoint for the flagship run, the parts'
+commands, the time-limited part runner and the report from fake parts."""
+
+import json
+import os
+import sys
+import tarfile
+
+import pytest
+import torch
+from mmengine.config import Config
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason='has CUDA')
+
+
+@pytest.fixture(scope='module')
+def report(load_tool):
+    return load_tool('tools/analysis/gpu_report.py')
+
+
+@no_cuda
+def test_refuses_without_a_gpu(report, tmp_path, capsys):
+    assert report.main([str(tmp_path / 'out')]) == 2
+    assert 'needs a CUDA GPU' in capsys.readouterr().err
+    assert not (tmp_path / 'out').exists()
+
+
+def test_imagenet_folder_and_options_fit_the_flagship_config(
+    report, load_tool, tmp_path
+):
+    root = report.make_imagenet_folder(
+        str(tmp_path / 'imagenet'), num_train=6, num_val=3, size=(40, 32)
+    )
+    lines = (tmp_path / 'imagenet' / 'meta' / 'train.txt').read_text()
+    assert lines.splitlines()[1] == 'train_00001.JPEG 1'
+    assert len(os.listdir(tmp_path / 'imagenet' / 'val')) == 3
+
+    train = load_tool('tools/train.py')
+    command = report.flagship_command(str(tmp_path), root, 'teacher.pth')
+    argv = command[2:]  # after python tools/train.py
+    cfg = train.merge_args(
+        Config.fromfile(report.FLAGSHIP), train.parse_args(argv)
+    )
+    assert cfg.model.teacher_checkpoint == 'teacher.pth'
+    assert cfg.optim_wrapper.type == 'SkipNonFiniteAmpOptimWrapper'
+    assert cfg.optim_wrapper.dtype == 'bfloat16'
+    assert cfg.train_cfg.max_epochs == 2
+    assert cfg.log_processor.window_size == 1
+    assert cfg.default_hooks.logger.interval == 1
+    assert cfg.default_hooks.checkpoint.save_last is False
+    from mmlvit.datasets import check_data_roots
+
+    check_data_roots(cfg)  # raises if a loader's data is missing
+    from mmpretrain.registry import DATASETS
+
+    dataset = DATASETS.build(cfg.train_dataloader.dataset)
+    assert len(dataset) == 6
+    item = dataset[0]
+    assert item['inputs'].shape == (3, 224, 224)
+    assert item['data_samples'].gt_label.item() == 0
+
+
+def test_teacher_checkpoint_loads_into_the_config_teacher(report, tmp_path):
+    from mmpretrain.registry import MODELS
+
+    cfg = Config.fromfile(report.FLAGSHIP)
+    cfg.model.teacher.backbone.arch = 'deit-tiny'  # small for the test
+    cfg.model.teacher.head.in_channels = 192
+    path = report.save_teacher(cfg, str(tmp_path / 'teacher.pth'))
+    state = torch.load(path, weights_only=True)['state_dict']
+    teacher = MODELS.build(cfg.model.teacher)
+    teacher.load_state_dict(state, strict=True)
+    assert 'backbone.layers.11.attn.qkv.weight' in state
+
+
+def test_part_commands_are_valid_tool_arguments(report, load_tool, tmp_path):
+    for part, name in [
+        ('attention', 'benchmark_attention'),
+        ('model', 'benchmark_model'),
+        ('distill', 'benchmark_distill'),
+    ]:
+        command, _ = report.part_command(part, str(tmp_path), 85)
+        assert command[:2] == [sys.executable, f'tools/analysis/{name}.py']
+        argv = ['cpu' if a == 'cuda' else a for a in command[2:]]
+        args = load_tool(f'tools/analysis/{name}.py').parse_args(argv)
+        assert args.dtype == 'bf16'
+        if part != 'distill':
+            assert args.max_seconds == 85 - report.STARTUP_S
+    command, _ = report.part_command('attention', str(tmp_path), 85)
+    assert '65537' in command and '16385' in command
+    command, _ = report.part_command('model', str(tmp_path), 150)
+    i = command.index('--batch-sizes')
+    assert command[i + 1 : i + 5] == ['128', '32', '8', '2']
+    command, _ = report.part_command('tests', str(tmp_path), 70)
+    assert command[1:5] == ['-m', 'pytest', '-m', 'cuda']
+    assert sum(report.BUDGETS.values()) <= 460
+
+
+def test_run_part_stops_a_part_at_its_limit(report, tmp_path):
+    log = tmp_path / 'log.txt'
+    script = 'import time; print("started", flush=True); time.sleep(60)'
+    result = report.run_part(
+        [sys.executable, '-c', script], 2, str(log), env=dict(os.environ)
+    )
+    assert result['timed_out'] and result['wall_s'] < 20
+    assert [line for _, line in result['lines']] == ['started']
+    assert 'stopped after 2 s' in log.read_text()
+    result = report.run_part(
+        [sys.executable, '-c', 'print(1)'], 30, str(log), env=dict(os.environ)
+    )
+    assert result['returncode'] == 0 and not result['timed_out']
+
+
+def test_iteration_times_from_mmengine_log_lines(report):
+    lines = [
+        (5.0, 'loading'),
+        (40.5, '12/04 14:00:01 - mmengine - INFO - Epoch(train)   [1][1/5]  '
+               'lr: 1e-4  eta: 0:01:00  time: 30.1234  data_time: 0.5  '
+               'loss: 7.0'),
+        (41.0, 'Epoch(train)   [1][ 2/5]  lr: 1e-4  time: 0.3100  '
+               'data_time: 0.0100'),
+    ]  # fmt: skip
+    assert report.iteration_times(lines) == (40.5, [30.1234, 0.31])
+    assert report.iteration_times([(1.0, 'no training')]) == (None, [])
+
+
+def fake_parts(report, tmp_path):
+    work = tmp_path / 'work'
+    (work / 'attention').mkdir(parents=True)
+    (work / 'attention' / 'log.txt').write_text('SoftmaxAttention N=197\n')
+    (work / 'attention' / 'attention_benchmark.md').write_text(
+        '| operator | N |\n|---|---:|\n| SoftmaxAttention | 197 |\n'
+    )
+    (work / 'flagship' / 'data').mkdir(parents=True)
+    (work / 'flagship' / 'data' / 'teacher.pth').write_bytes(b'0' * 10)
+    pytest_lines = [
+        'tests/ops/test_a.py::test_x PASSED',
+        'tests/ops/test_a.py::test_y FAILED',
+        'FAILED tests/ops/test_a.py::test_y - AssertionError',
+        '==== 1 failed, 1 passed in 3.10s ====',
+    ]
+    base = dict(returncode=0, timed_out=False, wall_s=10.0, budget_s=70)
+    parts = dict(
+        tests=dict(base, returncode=1, lines=list(enumerate(pytest_lines))),
+        attention=dict(base, lines=[]),
+        model=dict(base, timed_out=True, returncode=-9,
+                   lines=[(1.0, 'softmax 224px forward: 8.7e+03 img/s')]),
+        distill=dict(base, lines=[], error='RuntimeError: broken'),
+        flagship=dict(base, lines=[], flagship=dict(
+            prepare_s=4.0, first_iteration_line_s=40.5,
+            iteration_times_s=[30.0, 0.3, 0.32])),
+    )  # fmt: skip
+    tables = {'attention': str(work / 'attention' / 'attention_benchmark.md')}
+    for part, result in parts.items():
+        result['command'] = ['python', part]
+        result['table'] = report.part_table(part, result, tables.get(part))
+    return parts, work
+
+
+def test_report_from_fake_parts(report, tmp_path):
+    parts, work = fake_parts(report, tmp_path)
+    out = tmp_path / 'out'
+    env = dict(GPU='NVIDIA H200', torch='2.11.0', triton='3.6.0')
+    report.write_report(str(out), env, parts, str(work))
+    names = sorted(os.listdir(out))
+    assert len(names) <= 8 and all((out / n).is_file() for n in names)
+    assert names == [
+        'flagship.png', 'parts.png', 'report.json', 'report.md',
+        'report_bundle.tar.gz',
+    ]  # fmt: skip
+    md = (out / 'report.md').read_text()
+    assert '| GPU | NVIDIA H200 |' in md
+    assert '| model | 70 | 10.0 | timed out |' in md
+    assert '| tests | 70 | 10.0 | exit 1 |' in md
+    assert '| FAILED | 1 |' in md and '| PASSED | 1 |' in md
+    assert '| SoftmaxAttention | 197 |' in md
+    assert 'softmax 224px forward: 8.7e+03 img/s' in md  # the log's tail
+    assert 'RuntimeError: broken' in md
+    assert '| process start to the first iteration log line (s) | 40.5 |' in md
+    assert '| median of the later iterations (s) | 0.310 |' in md
+    saved = json.loads((out / 'report.json').read_text())
+    assert saved['parts']['model']['timed_out'] is True
+    with tarfile.open(out / 'report_bundle.tar.gz') as tar:
+        members = tar.getnames()
+    assert 'report.md' in members and 'parts/attention/log.txt' in members
+    assert not any('teacher.pth' in m for m in members)
