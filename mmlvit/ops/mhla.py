@@ -17,6 +17,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .fused_linear import use_fused
 from .precision import fp32_accumulation
 
 MHLA_EPS = 1e-6
@@ -102,12 +103,14 @@ def _kernel(x):
     return torch.relu(x) + MHLA_EPS
 
 
-@fp32_accumulation(result_dtype_of='q')
-def mhla_attention(q, k, v, mixing, hw_shape):
+def mhla_attention(q, k, v, mixing, hw_shape, backend='auto'):
     """Block-mixed ReLU linear attention in O(N) time and memory.
 
-    Summaries and normalisers are computed in float32 (or float64 for float64
-    inputs) with autocast off; the result is cast back to ``q.dtype``.
+    Two paths compute it: fused Triton kernels
+    (:func:`mmlvit.ops.fused_linear.function.fused_mhla_attention`; CUDA,
+    fp32/bf16/fp16: each block's summary in fp32 registers, q, k, v read in
+    their dtype through their strides, no padded or blocked copies) and
+    :func:`mhla_attention_reference` (PyTorch, any device).
 
     Args:
         q, k, v (Tensor): (B, h, N, d), N = H*W patches in raster order (no
@@ -115,9 +118,26 @@ def mhla_attention(q, k, v, mixing, hw_shape):
         mixing (Tensor): (M, M) block-mixing matrix W; ``W[i, b]`` weighs
             block b's summary for queries in block i. M = s^2.
         hw_shape (tuple[int, int]): Patch grid (H, W).
+        backend (str): ``'auto'`` (fused on CUDA, the reference elsewhere
+            and while exporting), ``'triton'`` or ``'torch'``.
 
     Returns:
-        Tensor: (B, h, N, d) attention output (before the value conv).
+        Tensor: (B, h, N, d) attention output (before the value conv), in
+        the dtype of ``q``.
+    """
+    _blocks_per_side(mixing)
+    if use_fused(backend, q, k, v):
+        from .fused_linear.function import fused_mhla_attention
+
+        return fused_mhla_attention(q, k, v, mixing, hw_shape, MHLA_EPS)
+    return mhla_attention_reference(q, k, v, mixing, hw_shape)
+
+
+@fp32_accumulation(result_dtype_of='q')
+def mhla_attention_reference(q, k, v, mixing, hw_shape):
+    """:func:`mhla_attention` in PyTorch ops: summaries and normalisers in
+    float32 (or float64 for float64 inputs) with autocast off; the result is
+    cast back to ``q.dtype``. Shapes as there.
     """
     side = _blocks_per_side(mixing)
     q_blocks = _to_blocks(_kernel(q), hw_shape, side)

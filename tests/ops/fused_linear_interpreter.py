@@ -33,6 +33,11 @@ from mmlvit.ops.kernel_attention import (  # noqa: E402
     kernel_linear_attention,
     kernel_linear_attention_reference,
 )
+from mmlvit.ops.mhla import (  # noqa: E402
+    mhla_attention,
+    mhla_attention_reference,
+    mhla_linear_mixing,
+)
 
 DTYPES = {
     'fp32': torch.float32,
@@ -41,7 +46,11 @@ DTYPES = {
 }
 
 
-def attention(mode, q, k, v, backend):
+def attention(mode, q, k, v, backend, mixing=None, hw_shape=None):
+    if mode == 'mhla':
+        if backend == 'torch':
+            return mhla_attention_reference(q, k, v, mixing, hw_shape)
+        return mhla_attention(q, k, v, mixing, hw_shape, backend=backend)
     if mode == 'inline':
         if backend == 'torch':
             return inline_attention_reference(q, k, v)
@@ -61,21 +70,38 @@ def relative(x, ref):
     return ((x - ref).norm() / ref.norm()).item()
 
 
-def check(mode, dtype, N, H=2, d=16, B=2, scale=1.0, seed=0):
+def check(
+    mode, dtype, N, H=2, d=16, B=2, scale=1.0, seed=0, grid=None, side=2
+):
+    """One case; ``grid`` (H, W) with N = H*W for MHLA (side x side blocks,
+    a randomised mixing matrix whose gradient is checked too)."""
     g = torch.Generator().manual_seed(seed)
     x = (torch.randn(B, N, 3, H, d, generator=g) * scale).to(dtype)
     x.requires_grad_()
-    out = attention(mode, *heads(x), backend='triton')
+    extra = {}
+    if mode == 'mhla':
+        mixing = mhla_linear_mixing(side) + 0.1 * torch.rand(
+            side**2, side**2, generator=g
+        )
+        extra = dict(mixing=mixing.requires_grad_(), hw_shape=grid)
+    out = attention(mode, *heads(x), backend='triton', **extra)
     grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
     (out.double() * grad_out).sum().backward()
 
     x_ref = x.detach().double().requires_grad_()
-    ref = attention(mode, *heads(x_ref), backend='torch')
+    extra_ref = dict(extra)
+    if mode == 'mhla':
+        extra_ref['mixing'] = mixing.detach().double().requires_grad_()
+    ref = attention(mode, *heads(x_ref), backend='torch', **extra_ref)
     (ref * grad_out).sum().backward()
     grads = dict(zip('qkv', heads(x.grad)))
     grads_ref = dict(zip('qkv', heads(x_ref.grad)))
+    if mode == 'mhla':
+        grads['mixing'] = extra['mixing'].grad
+        grads_ref['mixing'] = extra_ref['mixing'].grad
     return dict(
         mode=mode,
+        grid=grid,
         dtype=str(dtype).split('.')[-1],
         N=N,
         d=d,
@@ -84,7 +110,7 @@ def check(mode, dtype, N, H=2, d=16, B=2, scale=1.0, seed=0):
             torch.isfinite(out).all() and torch.isfinite(x.grad).all()
         ),
         out=relative(out, ref),
-        grads={n: relative(grads[n], grads_ref[n]) for n in 'qkv'},
+        grads={n: relative(grads[n], grads_ref[n]) for n in grads},
     )
 
 
@@ -102,6 +128,15 @@ def main():
         # Head width 64 (ViT-B) and one not a power of two.
         cases.append(check(mode, torch.float32, 197, d=64, H=1, B=1))
         cases.append(check(mode, torch.float32, 50, d=24))
+    # MHLA: 2 x 2 blocks of a grid that they divide, of odd sides (the
+    # last blocks padded), 3 x 3 blocks; fp32 and 16-bit inputs.
+    # (20, 18): blocks of 90 tokens, two tiles each, split over programs.
+    for grid, side in (((8, 6), 2), ((7, 9), 2), ((10, 7), 3)):
+        for dtype in DTYPES.values():
+            cases.append(
+                check('mhla', dtype, grid[0] * grid[1], grid=grid, side=side)
+            )
+    cases.append(check('mhla', torch.float32, 360, grid=(20, 18), B=1))
     # Several tiles per program (the split loop), large fp16 inputs whose
     # key sums over the tokens exceed fp16's range unless kept in fp32.
     function.TARGET_PROGRAMS = 2

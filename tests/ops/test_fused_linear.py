@@ -16,6 +16,7 @@ import torch
 from mmlvit.models.attentions import (
     ELULinearAttention,
     InLineAttention,
+    MHLAttention,
     ReLULinearAttention,
 )
 from mmlvit.ops import inline_attention, kernel_linear_attention
@@ -110,12 +111,16 @@ BOUNDS = {'float32': 2e-6, 'bfloat16': 1e-2, 'float16': 1.5e-3}
 IDENTITY_FP32 = 2e-3
 
 
-@pytest.mark.parametrize('mode', ['elu', 'relu', 'identity', 'inline'])
+@pytest.mark.parametrize('mode', ['elu', 'relu', 'identity', 'inline', 'mhla'])
 def test_kernels_match_float64_reference(interpreter_report, mode):
     cases = [c for c in interpreter_report['cases'] if c['mode'] == mode]
     dtypes = {c['dtype'] for c in cases}
     assert {'float32', 'bfloat16'} <= dtypes
-    assert {c['N'] for c in cases} >= {50, 197}
+    if mode == 'mhla':  # grids the blocks divide or not, several tiles
+        assert {c['N'] for c in cases} >= {48, 63, 70, 360}
+        assert all('mixing' in c['grads'] for c in cases)
+    else:
+        assert {c['N'] for c in cases} >= {50, 197}
     for case in cases:
         bound = BOUNDS[case['dtype']]
         if mode == 'identity' and case['dtype'] == 'float32':
@@ -142,7 +147,12 @@ def test_fp16_key_sums_past_fp16_range_stay_exact(interpreter_report):
 
 # ------------------------------------------------------------- on CUDA
 
-OPERATORS = [ELULinearAttention, ReLULinearAttention, InLineAttention]
+OPERATORS = [
+    ELULinearAttention,
+    ReLULinearAttention,
+    InLineAttention,
+    MHLAttention,
+]
 
 
 @pytest.mark.cuda
@@ -155,6 +165,8 @@ def test_cuda_module_fused_matches_reference(module_cls, N):
     reference.load_state_dict(fused.state_dict())
     reference.cuda()
     side = int((N - 1) ** 0.5)
+    if module_cls.patch_tokens_only:
+        N = side * side
     x = torch.randn(8, N, 768, device='cuda')
     x_fused = x.clone().requires_grad_()
     with torch.autocast('cuda', dtype=torch.bfloat16):

@@ -4,6 +4,7 @@ import torch
 import torch.nn as nn
 from mmpretrain.registry import MODELS
 
+from mmlvit.ops.fused_linear import check_backend
 from mmlvit.ops.mhla import (
     mhla_attention,
     mhla_attention_map,
@@ -29,6 +30,9 @@ class MHLAttention(BaseAttention):
     Args:
         blocks_per_side (int): s. Defaults to 2 (four 7x7 blocks on a 14x14
             grid, Qin et al.'s setting).
+        backend (str): ``'auto'`` (fused Triton kernels on CUDA, PyTorch
+            elsewhere), ``'triton'`` or ``'torch'``, see
+            :func:`mmlvit.ops.mhla_attention`. Defaults to 'auto'.
         **kwargs: :class:`BaseAttention`'s arguments (``embed_dims``,
             ``num_heads``, ``qkv_bias`` (DeiT's, so it copies),
             ``proj_drop``, ``init_cfg``).
@@ -38,8 +42,10 @@ class MHLAttention(BaseAttention):
     patch_tokens_only = True
     has_attention_map = True
 
-    def __init__(self, *args, blocks_per_side=2, **kwargs):
+    def __init__(self, *args, blocks_per_side=2, backend='auto', **kwargs):
+        check_backend(backend)
         super().__init__(*args, **kwargs)
+        self.backend = backend
         embed_dims = self.embed_dims
         self.blocks_per_side = blocks_per_side
         self.mixing = nn.Parameter(mhla_linear_mixing(blocks_per_side))
@@ -80,15 +86,16 @@ class MHLAttention(BaseAttention):
         W = self.mixing
         if exporting():
             return W.clamp(0, 1)
-        with torch.no_grad():
-            if (W < 0).any() or (W > 1).any():
-                W.clamp_(0, 1)
+        # On the storage, as an optimiser step writes it: no autograd
+        # version bump and no device-to-host sync to test the range first.
+        W.data.clamp_(0, 1)
         return W
 
     def mix_tokens(self, x, hw_shape):
         """(B, H*W, C) -> (B, H*W, C); never forms an N x N tensor."""
         q, k, v = self.split_heads(self.qkv(x))
-        out = mhla_attention(q, k, v, self.mixing_weights(), hw_shape)
+        W = self.mixing_weights()
+        out = mhla_attention(q, k, v, W, hw_shape, backend=self.backend)
         return self.output(
             self.merge_heads(out) + self.value_conv(v, hw_shape)
         )

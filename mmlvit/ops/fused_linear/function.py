@@ -1,12 +1,14 @@
-"""The fused linear attentions as an autograd Function (launch code for
+"""The fused linear attentions as autograd Functions (launch code for
 :mod:`.kernels`).
 
-Forward: one reduction launch (the state S, z, z_v of every head, in
-token-range splits added up in fp32) and one output launch. Backward: one
-launch for dq and the state gradients (same splits), one for dk and dv.
-Saved for backward: q, k, v (views of the caller's tensors, no copies) and
-the per-head fp32 state, (B, H, d_k, d_v) + (B, H, d_k) + (B, H, d_v); the
-feature maps are recomputed.
+An attention is two Functions: :class:`SegmentStates` (k, v -> the fp32
+states S, z, z_v of every segment of every head) and
+:class:`SegmentOutputs` (q and the states -> o); between them a caller may
+transform the states (MHLA mixes its blocks' states). Each is two launches:
+forward one reduction over token ranges (partial sums added up in fp32) or
+one output launch, backward the matching gradient launch. Saved for
+backward: q, k, v (views of the caller's tensors, no copies) and the small
+fp32 states; the feature maps are recomputed.
 """
 
 import torch
@@ -19,24 +21,18 @@ MODES = {
     'relu': kernels.RELU,
     'identity': kernels.IDENTITY,
     'inline': kernels.INLINE,
+    'mhla': kernels.MHLA,
 }
 BLOCK_N = 64  # tokens per tile
 NUM_WARPS = 4
-# Programs a reduction launch aims at (a few per multiprocessor): heads are
-# split into token ranges until B*H*splits reaches it.
+# Programs a reduction launch aims at (a few per multiprocessor): segments
+# are split into token ranges until B*H*SEGS*splits reaches it.
 TARGET_PROGRAMS = 512
 
 
 def _width(d):
     """Tile width for a head width d: a power of two, at least 16."""
     return max(16, triton.next_power_of_2(d))
-
-
-def _splits(num_heads, num_tiles):
-    """(splits, tiles per split) of each head's token tiles."""
-    splits = min(num_tiles, -(-TARGET_PROGRAMS // num_heads))
-    per_split = -(-num_tiles // splits)
-    return -(-num_tiles // per_split), per_split
 
 
 def _strides(t):
@@ -55,99 +51,138 @@ def _empty_heads(like, width):
     return like.new_empty(B, N, H, width).transpose(1, 2)
 
 
-class _Launch:
-    """Shapes, tile widths and launch grids of one call."""
+def _total(partials):
+    """Add up per-split partial sums (B*H, SEGS, splits, ...)."""
+    return partials[:, :, 0] if partials.shape[2] == 1 else partials.sum(2)
 
-    def __init__(self, q, v, mode, eps, scale):
+
+class Launch:
+    """Shapes, segments, tile widths and grids of one attention call.
+
+    Args:
+        q (Tensor): (B, H, N, d_k).
+        v (Tensor): (B, H, N, d_v).
+        mode (str): One of :data:`MODES`.
+        eps (float): The kernel modes' denominator term.
+        scale (float): InLine's s.
+        blocks (tuple, optional): ``(grid_h, grid_w, side)``: the N tokens
+            are an H x W grid in raster order, cut into side x side blocks
+            of ceil(H/side) x ceil(W/side), each a segment (MHLA). None: one
+            segment.
+    """
+
+    def __init__(self, q, v, mode, eps, scale, blocks=None):
         self.B, self.H, self.N, self.DK = q.shape
         self.DV = v.shape[-1]
         self.BK, self.BV = _width(self.DK), _width(self.DV)
         self.BH = self.B * self.H
-        self.tiles = triton.cdiv(self.N, BLOCK_N)
-        self.splits, self.per_split = _splits(self.BH, self.tiles)
-        self.mode = MODES[mode]
+        if blocks is None:
+            self.segs, self.seg_len = 1, self.N
+            self.grid = (0, 0, 0, 0, 0)
+        else:
+            grid_h, grid_w, side = blocks
+            block_h, block_w = -(-grid_h // side), -(-grid_w // side)
+            self.segs, self.seg_len = side * side, block_h * block_w
+            self.grid = (grid_h, grid_w, block_h, block_w, side)
+        self.tiles = triton.cdiv(self.seg_len, BLOCK_N)
+        programs = self.BH * self.segs
+        splits = min(self.tiles, -(-TARGET_PROGRAMS // programs))
+        self.per_split = -(-self.tiles // splits)
+        self.splits = -(-self.tiles // self.per_split)
         self.eps = eps
         self.alpha = scale / self.N  # InLine's s/N
-        self.precision = 'ieee' if q.dtype == torch.float32 else 'tf32'
         self.constants = dict(
-            MODE=self.mode,
-            PRECISION=self.precision,
+            MODE=MODES[mode],
+            BLOCKED=blocks is not None,
+            PRECISION='ieee' if q.dtype == torch.float32 else 'tf32',
             BLOCK_N=BLOCK_N,
             BLOCK_K=self.BK,
             BLOCK_V=self.BV,
             num_warps=NUM_WARPS,
         )
 
-    def partials(self, device):
-        """fp32 buffers for per-split S, z, z_v."""
-        shape = (self.BH, self.splits)
+    @property
+    def geometry(self):
+        """The kernels' H, DK, DV and segment arguments."""
+        return (self.H, self.DK, self.DV, self.seg_len, *self.grid)
+
+    def states(self, device, splits=1):
+        """fp32 buffers for S, z, z_v (B*H, SEGS[, splits], ...)."""
+        shape = (self.BH, self.segs) + ((splits,) if splits > 1 else ())
         return (
             torch.empty(*shape, self.BK, self.BV, device=device),
             torch.empty(*shape, self.BK, device=device),
             torch.empty(*shape, self.BV, device=device),
         )
 
-
-def _total(partials):
-    """Add up per-split partial sums (B*H, splits, ...) -> (B*H, ...)."""
-    return partials[:, 0] if partials.shape[1] == 1 else partials.sum(1)
-
-
-def _state(launch, k, v):
-    """S, z, z_v of every head: fp32 (B*H, BK, BV), (B*H, BK), (B*H, BV)."""
-    s, z, zv = launch.partials(k.device)
-    kernels.state_kernel[(launch.BH, launch.splits)](
-        k, v, s, z, zv, *_strides(k), *_strides(v),
-        launch.H, launch.N, launch.DK, launch.DV, launch.per_split,
-        **launch.constants,
-    )  # fmt: skip
-    return _total(s), _total(z), _total(zv)
+    def partials(self, device):
+        return [
+            t.unsqueeze(2) if self.splits == 1 else t
+            for t in self.states(device, self.splits)
+        ]
 
 
-class FusedLinearAttention(torch.autograd.Function):
-    """o = f(q, k, v) for one of :data:`MODES`; see
-    :func:`fused_linear_attention`."""
+class SegmentStates(torch.autograd.Function):
+    """k (B, H, N, d_k), v (B, H, N, d_v) -> S (B*H, SEGS, BK, BV),
+    z (B*H, SEGS, BK), z_v (B*H, SEGS, BV), fp32 (widths padded)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mode, eps, scale):
-        q, k, v = map(_unit_last_stride, (q, k, v))
-        launch = _Launch(q, v, mode, eps, scale)
-        s, z, zv = _state(launch, k, v)
-        o = _empty_heads(v, launch.DV)
-        grid = (launch.BH, launch.tiles)
-        kernels.output_kernel[grid](
-            q, o, s, z, zv, *_strides(q), *_strides(o),
-            launch.H, launch.N, launch.DK, launch.DV, eps, launch.alpha,
-            MODE=launch.mode, PRECISION=launch.precision, BLOCK_N=BLOCK_N,
-            BLOCK_K=launch.BK, BLOCK_V=launch.BV, num_warps=NUM_WARPS,
+    def forward(ctx, k, v, launch):
+        k, v = _unit_last_stride(k), _unit_last_stride(v)
+        s, z, zv = launch.partials(k.device)
+        kernels.state_kernel[(launch.BH, launch.segs * launch.splits)](
+            k, v, s, z, zv, *_strides(k), *_strides(v), *launch.geometry,
+            launch.splits, launch.per_split, **launch.constants,
         )  # fmt: skip
-        ctx.save_for_backward(q, k, v, s, z, zv)
+        ctx.save_for_backward(k, v)
+        ctx.launch = launch
+        return _total(s), _total(z), _total(zv)
+
+    @staticmethod
+    def backward(ctx, ds, dz, dzv):
+        k, v = ctx.saved_tensors
+        launch = ctx.launch
+        ds, dz, dzv = (t.float().contiguous() for t in (ds, dz, dzv))
+        dk, dv = _empty_heads(k, launch.DK), _empty_heads(v, launch.DV)
+        kernels.key_value_grad_kernel[(launch.BH, launch.segs * launch.tiles)](
+            k, v, dk, dv, ds, dz, dzv,
+            *_strides(k), *_strides(v), *_strides(dk), *_strides(dv),
+            *launch.geometry, launch.tiles, **launch.constants,
+        )  # fmt: skip
+        return dk, dv, None
+
+
+class SegmentOutputs(torch.autograd.Function):
+    """q (B, H, N, d_k) and the segments' states -> o (B, H, N, d_v) in the
+    dtype of q, stored (B, N, H, d_v)."""
+
+    @staticmethod
+    def forward(ctx, q, s, z, zv, launch):
+        q = _unit_last_stride(q)
+        s, z, zv = (t.contiguous() for t in (s, z, zv))
+        o = _empty_heads(q, launch.DV)
+        kernels.output_kernel[(launch.BH, launch.segs * launch.tiles)](
+            q, o, s, z, zv, *_strides(q), *_strides(o), *launch.geometry,
+            launch.tiles, launch.eps, launch.alpha, **launch.constants,
+        )  # fmt: skip
+        ctx.save_for_backward(q, s, z, zv)
         ctx.launch = launch
         return o
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, s, z, zv = ctx.saved_tensors
+        q, s, z, zv = ctx.saved_tensors
         launch = ctx.launch
         do = _unit_last_stride(do)
         dq = _empty_heads(q, launch.DK)
         ds, dz, dzv = launch.partials(q.device)
-        kernels.query_grad_kernel[(launch.BH, launch.splits)](
+        kernels.query_grad_kernel[(launch.BH, launch.segs * launch.splits)](
             q, do, dq, s, z, zv, ds, dz, dzv,
-            *_strides(q), *_strides(do), *_strides(dq),
-            launch.H, launch.N, launch.DK, launch.DV, launch.eps,
-            launch.alpha, launch.per_split, **launch.constants,
+            *_strides(q), *_strides(do), *_strides(dq), *launch.geometry,
+            launch.splits, launch.per_split, launch.eps, launch.alpha,
+            **launch.constants,
         )  # fmt: skip
-        ds, dz, dzv = _total(ds), _total(dz), _total(dzv)
-        dk, dv = _empty_heads(k, launch.DK), _empty_heads(v, launch.DV)
-        kernels.key_value_grad_kernel[(launch.BH, launch.tiles)](
-            k, v, dk, dv, ds, dz, dzv,
-            *_strides(k), *_strides(v), *_strides(dk), *_strides(dv),
-            launch.H, launch.N, launch.DK, launch.DV,
-            MODE=launch.mode, PRECISION=launch.precision, BLOCK_N=BLOCK_N,
-            BLOCK_K=launch.BK, BLOCK_V=launch.BV, num_warps=NUM_WARPS,
-        )  # fmt: skip
-        return dq, dk, dv, None, None, None
+        return dq, _total(ds), _total(dz), _total(dzv), None
 
 
 def fused_linear_attention(q, k, v, mode, eps=1e-6, scale=None):
@@ -168,9 +203,36 @@ def fused_linear_attention(q, k, v, mode, eps=1e-6, scale=None):
         Tensor: (B, H, N, d_v) in the dtype of ``v``, stored as
         (B, N, H, d_v) so that merging the heads is a view.
     """
-    if mode not in MODES:
+    if mode not in MODES or mode == 'mhla':
         raise ValueError(
-            f'Unknown mode {mode!r}; expected one of {list(MODES)}.'
+            f'Unknown mode {mode!r}; expected one of '
+            f'{[m for m in MODES if m != "mhla"]}.'
         )
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    return FusedLinearAttention.apply(q, k, v, mode, eps, scale)
+    launch = Launch(q, v, mode, eps, scale)
+    s, z, zv = SegmentStates.apply(k, v, launch)
+    return SegmentOutputs.apply(q.to(v.dtype), s, z, zv, launch)
+
+
+def fused_mhla_attention(q, k, v, mixing, hw_shape, eps):
+    """MHLA's block-mixed attention in fused Triton kernels: per-block
+    states of relu(k) + eps, mixed across blocks by ``mixing`` in fp32,
+    read by each query's block (:func:`mmlvit.ops.mhla_attention`).
+
+    Args:
+        q, k, v (Tensor): (B, h, N, d), N = H*W patches in raster order.
+        mixing (Tensor): (M, M), M = side^2.
+        hw_shape (tuple[int, int]): Patch grid (H, W).
+        eps (float): The feature map's and the denominator's term.
+
+    Returns:
+        Tensor: (B, h, N, d) in the dtype of ``q``, stored (B, N, h, d).
+    """
+    side = int(round(mixing.shape[0] ** 0.5))
+    launch = Launch(q, v, 'mhla', eps, 1.0, blocks=(*hw_shape, side))
+    s, z, zv = SegmentStates.apply(k, v, launch)
+    with torch.autocast(q.device.type, enabled=False):
+        w = mixing.float()
+        s = torch.einsum('ij,xjab->xiab', w, s)
+        z = torch.einsum('ij,xja->xia', w, z)
+    return SegmentOutputs.apply(q, s, z, zv, launch)

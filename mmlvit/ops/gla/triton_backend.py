@@ -1,0 +1,187 @@
+"""The triton backend: bidirectional GLA by our fused Triton kernels
+(:mod:`.triton_kernels`), both directions in one pass over the tokens.
+
+Forward: one launch scans the chunk states of both directions
+(``chunk_states_kernel``, grid (K / 32, V / 32, 2 B H)), one computes the
+outputs (``bigla_fwd_kernel``, grid (V / 64, T / 64, B H)). Backward: the
+states and their gradients are rescanned, one launch writes dq, dk, dv and
+the per-token gate gradients (``bigla_bwd_kernel``, grid (T / 64, B H)),
+one sums those over the sequence. Only q, k, v and the gates are saved;
+the per-chunk states, (2, B, H, T / 64, d_k, d_v) fp32, live during one
+pass. Fixed launch configurations, no autotuning.
+"""
+
+import functools
+import os
+
+import torch
+
+# Tokens per chunk and per sub-block (the diagonal blocks of exact decays).
+CHUNK = 64
+SUB_BLOCK = 16
+# Largest head width: the output and gradient kernels hold all d_k (and,
+# backward, all d_v) channels of a sub-block.
+MAX_HEAD_DIM = 128
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@functools.cache
+def triton_importable():
+    """Whether Triton imports."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def unsupported_reason(q, v):
+    """Why the kernels cannot take q (B, H, T, d_k) and v, or None."""
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    if max(d_k, d_v) > MAX_HEAD_DIM:
+        return f'head widths up to {MAX_HEAD_DIM} (got {d_k}, {d_v})'
+    if q.dtype not in DTYPES or v.dtype not in DTYPES:
+        return f'fp16/bf16/fp32 inputs (got {q.dtype}, {v.dtype})'
+    return None
+
+
+def _width(d, least=16):
+    """Power-of-two tile width covering ``d`` channels."""
+    return max(least, 1 << (d - 1).bit_length())
+
+
+def _dtypes(dtype):
+    """(DT, DOT) of the kernels for inputs of ``dtype``."""
+    import triton.language as tl
+
+    dt = {
+        torch.float16: tl.float16,
+        torch.bfloat16: tl.bfloat16,
+        torch.float32: tl.float32,
+    }[dtype]
+    # The interpreter multiplies bf16 as integers: feed it fp32 holding
+    # bf16-rounded values (see triton_kernels).
+    interpreted = os.environ.get('TRITON_INTERPRET') == '1'
+    return dt, tl.float32 if interpreted and dt == tl.bfloat16 else dt
+
+
+def _like_tokens(x, d, dtype=None):
+    """Empty (B, H, T, d) laid out (B, T, H, d), the projections' layout."""
+    B, H, T, _ = x.shape
+    out = x.new_empty(B, T, H, d, dtype=dtype or x.dtype)
+    return out.transpose(1, 2)
+
+
+def chunk_states(x, y, g0, g1, inclusive, dtypes):
+    """:func:`~.triton_kernels.chunk_states_kernel`: (2, B, H, NT, K, V)."""
+    from .triton_kernels import chunk_states_kernel
+
+    B, H, T, K = x.shape
+    V = y.shape[-1]
+    NT = -(-T // CHUNK)
+    out = x.new_empty(2, B, H, NT, K, V, dtype=torch.float32)
+    BK, BV = min(32, _width(K)), min(32, _width(V))
+    grid = (-(-K // BK), -(-V // BV), 2 * B * H)
+    chunk_states_kernel[grid](
+        x, y, g0, g1, out,
+        *x.stride(), *y.stride(), *g0.stride(), *g1.stride(),
+        T, B, H, NT, K=K, V=V, BT=CHUNK, BK=BK, BV=BV, INCLUSIVE=inclusive,
+        DT=dtypes[0], DOT=dtypes[1],
+    )  # fmt: skip
+    return out
+
+
+def forward(q, k, v, g_fwd, g_bwd, scale):
+    """``scale * (o^f + flip(o^b))``, (B, H, T, d_v) in v's dtype."""
+    from .triton_kernels import bigla_fwd_kernel
+
+    B, H, T, K = q.shape
+    V = v.shape[-1]
+    dtypes = _dtypes(v.dtype)
+    states = chunk_states(k, v, g_fwd, g_bwd, False, dtypes)
+    o = _like_tokens(v, V)
+    BV = min(64, _width(V))
+    grid = (-(-V // BV), states.shape[3], B * H)
+    bigla_fwd_kernel[grid](
+        q, k, v, g_fwd, g_bwd, states, o,
+        *q.stride(), *k.stride(), *v.stride(), *g_fwd.stride(),
+        *g_bwd.stride(), *o.stride(),
+        scale, T, B, H, states.shape[3], K=K, V=V, BT=CHUNK, BC=SUB_BLOCK,
+        BK=_width(K), BV=BV, DT=dtypes[0], DOT=dtypes[1],
+    )  # fmt: skip
+    return o
+
+
+def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
+    """Gradients of :func:`forward`: dq, dk, dv in their inputs' dtype,
+    dg_fwd, dg_bwd in fp32."""
+    from .triton_kernels import bigla_bwd_kernel, gate_grad_cumsum_kernel
+
+    B, H, T, K = q.shape
+    V = v.shape[-1]
+    dtypes = _dtypes(v.dtype)
+    d_o = d_o.to(v.dtype)
+    states = chunk_states(k, v, g_fwd, g_bwd, False, dtypes)
+    d_states = chunk_states(q, d_o, g_bwd, g_fwd, True, dtypes)
+    dq, dk, dv = _like_tokens(q, K), _like_tokens(k, K), _like_tokens(v, V)
+    dg = q.new_empty(2, B, H, T, K, dtype=torch.float32)
+    NT = states.shape[3]
+    bigla_bwd_kernel[(NT, B * H)](
+        q, k, v, g_fwd, g_bwd, d_o, states, d_states, dq, dk, dv, dg,
+        *q.stride(), *k.stride(), *v.stride(), *g_fwd.stride(),
+        *g_bwd.stride(), *d_o.stride(), *dq.stride(), *dk.stride(),
+        *dv.stride(),
+        scale, T, B, H, NT, K=K, V=V, BT=CHUNK, BC=SUB_BLOCK, BK=_width(K),
+        BV=_width(V), DT=dtypes[0], DOT=dtypes[1],
+    )  # fmt: skip
+    BK = min(32, _width(K))
+    gate_grad_cumsum_kernel[(-(-K // BK), B * H, 2)](
+        dg, T, NT, K=K, BT=CHUNK, BK=BK
+    )
+    return dq, dk, dv, dg[0], dg[1]
+
+
+class BidirectionalGLATriton(torch.autograd.Function):
+    """:func:`forward` and :func:`backward` as an autograd Function; saves
+    only its inputs."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, g_fwd, g_bwd, scale):
+        ctx.save_for_backward(q, k, v, g_fwd, g_bwd)
+        ctx.scale = scale
+        return forward(q, k, v, g_fwd, g_bwd, scale)
+
+    @staticmethod
+    def backward(ctx, d_o):
+        q, k, v, g_fwd, g_bwd = ctx.saved_tensors
+        dq, dk, dv, dg_fwd, dg_bwd = backward(
+            d_o, q, k, v, g_fwd, g_bwd, ctx.scale
+        )
+        return dq, dk, dv, dg_fwd.to(g_fwd.dtype), dg_bwd.to(g_bwd.dtype), None
+
+
+def bidirectional_triton(q, k, v, g_fwd, g_bwd, scale):
+    """``(o^f + flip(o^b)) / 2`` by the fused kernels (the triton backend
+    of ``bidirectional_gla``, which checks the shapes and resolves
+    ``scale``). q, k, v keep their (autocast) dtype, one common one if they
+    differ; the log-gates go in as fp32. No copies of contiguous or strided
+    (B, H, T, d) views.
+
+    Args:
+        q, k (Tensor): (B, H, T, d_k).
+        v (Tensor): (B, H, T, d_v).
+        g_fwd, g_bwd (Tensor): Log-gates <= 0, (B, H, T, d_k), token order.
+        scale (float): Query scale.
+
+    Returns:
+        Tensor: (B, H, T, d_v) in the dtype of ``v`` (laid out (B, T, H,
+        d_v) in memory).
+    """
+    reason = unsupported_reason(q, v)
+    if reason is not None:
+        raise ValueError(f"backend='triton' supports {reason}.")
+    dtype = functools.reduce(torch.promote_types, (q.dtype, k.dtype, v.dtype))
+    q, k, w = (t.to(dtype) for t in (q, k, v))
+    g_fwd, g_bwd = g_fwd.float(), g_bwd.float()
+    o = BidirectionalGLATriton.apply(q, k, w, g_fwd, g_bwd, scale / 2)
+    return o.to(v.dtype)

@@ -1,0 +1,386 @@
+"""Triton kernels of the fused bidirectional GLA (docs/operators.md, GLA).
+
+Per head, tokens are cut into chunks of BT (64) tokens and chunks into NC
+sub-blocks of BC (16). Within a chunk, with ``gf``, ``gb`` the forward and
+backward log-gates (<= 0), ``cf`` / ``cb`` their inclusive cumulative sums
+within a sub-block, forwards / backwards::
+
+    o_t = scale (q_t exp(bf_t) S^f_c + q_t exp(rb_t) S^b_c + sum_s A_ts v_s)
+    A_ts = sum_c q_tc k_sc (exp(bf_t - bf_s) [s <= t] + exp(rb_t - rb_s) [s >= t])
+
+where bf_t = sum of gf over the chunk's tokens <= t, rb_t = sum of gb over
+its tokens >= t, S^f_c the forward state entering chunk c (keys before it,
+decayed to its first token's predecessor) and S^b_c the backward one (keys
+after it, decayed to its last token's successor). Both directions share
+every load; the backward direction is index arithmetic, no flipped copy.
+
+Every exponent is <= 0: off-diagonal sub-blocks factor the decay at a point
+between the query and key sub-blocks (the queries' and keys' factors are
+both decays), diagonal sub-blocks take exact masked ``exp(x_t - x_s)``,
+and states are carried decayed to the chunk boundary.
+
+Tensors are (B, H, T, d) with any strides. ``DT`` is the dtype of q, k, v;
+``DOT`` the dtype handed to ``tl.dot`` (``DT`` on a GPU; fp32 holding
+DT-rounded values under Triton's interpreter, whose bf16 products are
+wrong), so operands are rounded to ``DT`` first either way.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tile(ptr, rows, cols, stride_t, stride_d, T, D):
+    """Load ``ptr[rows, cols]`` as fp32, zero outside (T, D)."""
+    mask = (rows[:, None] < T) & (cols[None, :] < D)
+    offsets = rows[:, None] * stride_t + cols[None, :] * stride_d
+    return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _put(ptr, x, rows, cols, stride_t, stride_d, T, D):
+    """Store ``x`` to ``ptr[rows, cols]`` inside (T, D)."""
+    mask = (rows[:, None] < T) & (cols[None, :] < D)
+    offsets = rows[:, None] * stride_t + cols[None, :] * stride_d
+    tl.store(ptr + offsets, x.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _mm(a, b, DT: tl.constexpr, DOT: tl.constexpr):
+    """``a @ b`` with both operands rounded to DT, accumulated in fp32."""
+    return tl.dot(a.to(DT).to(DOT), b.to(DT).to(DOT), out_dtype=tl.float32)
+
+
+@triton.jit
+def _row(x, rows, i):
+    """Row ``i`` of the (BC, D) tile ``x`` as a (D,) vector."""
+    return tl.sum(tl.where(rows[:, None] == i, x, 0.0), 0)
+
+
+@triton.jit
+def _base(ptr, i_b, i_h, stride_b, stride_h):
+    return ptr + i_b.to(tl.int64) * stride_b + i_h.to(tl.int64) * stride_h
+
+
+@triton.jit
+def chunk_states_kernel(
+    x, y, g0, g1, out,
+    sxb, sxh, sxt, sxd, syb, syh, syt, syd,
+    s0b, s0h, s0t, s0d, s1b, s1h, s1t, s1d,
+    T, B, H, NT,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr, INCLUSIVE: tl.constexpr,
+    DT: tl.constexpr, DOT: tl.constexpr,
+):  # fmt: skip
+    """Exclusive scans of chunk summaries in both directions.
+
+    Direction 0 (gates ``g0``) scans chunks left to right, direction 1
+    (gates ``g1``) right to left. Chunk c's summary is
+    ``sum_t (x_t exp(e_t))^T y_t`` with e_t the log-decay from token t to
+    the chunk's far end in the scan direction (token t's own gate included
+    when INCLUSIVE); the carry decays by the chunk's total gate. Writes the
+    carry entering every chunk: ``out`` (2, B, H, NT, K, V) fp32.
+
+    States (x = k, y = v, g0 = gf, g1 = gb): out[0] = S^f, out[1] = S^b.
+    Their gradients (x = q, y = dL/do, g0 = gb, g1 = gf, INCLUSIVE):
+    out[0][c] = dL/dS^b_{c-1}, out[1][c] = dL/dS^f_{c+1} (unscaled).
+
+    Grid: (cdiv(K, BK), cdiv(V, BV), B * H * 2).
+    """
+    i_k, i_v, i_bhd = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_dir, i_bh = i_bhd % 2, i_bhd // 2
+    i_b, i_h = i_bh // H, i_bh % H
+    x = _base(x, i_b, i_h, sxb, sxh)
+    y = _base(y, i_b, i_h, syb, syh)
+    g0 = _base(g0, i_b, i_h, s0b, s0h)
+    g1 = _base(g1, i_b, i_h, s1b, s1h)
+    ks = i_k * BK + tl.arange(0, BK)
+    vs = i_v * BV + tl.arange(0, BV)
+    out += (i_dir * B * H + i_bh).to(tl.int64) * NT * K * V
+    out_offsets = ks[:, None] * V + vs[None, :]
+    out_mask = (ks[:, None] < K) & (vs[None, :] < V)
+    state = tl.zeros([BK, BV], dtype=tl.float32)
+    for n in range(NT):
+        c = n + i_dir * (NT - 1 - 2 * n)
+        rows = c * BT + tl.arange(0, BT)
+        tl.store(out + c.to(tl.int64) * K * V + out_offsets, state, out_mask)
+        b_x = _tile(x, rows, ks, sxt, sxd, T, K)
+        b_y = _tile(y, rows, vs, syt, syd, T, V)
+        if i_dir == 0:
+            b_g = _tile(g0, rows, ks, s0t, s0d, T, K)
+        else:
+            b_g = _tile(g1, rows, ks, s1t, s1d, T, K)
+        prefix = tl.cumsum(b_g, 0)
+        total = tl.sum(b_g, 0)
+        # Exclusive: to the chunk's end (direction 0) or start (1).
+        exponent = tl.where(i_dir == 0, total[None, :] - prefix, prefix - b_g)
+        if INCLUSIVE:
+            exponent += b_g
+        b_x *= tl.exp(tl.minimum(exponent, 0.0))
+        state = state * tl.exp(total)[:, None]
+        state += _mm(tl.trans(b_x), b_y, DT, DOT)
+
+
+@triton.jit
+def bigla_fwd_kernel(
+    q, k, v, gf, gb, states, o,
+    sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
+    sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
+    scale, T, B, H, NT,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
+    DOT: tl.constexpr,
+):  # fmt: skip
+    """Output of one chunk, both directions, for a tile of BV value
+    channels (BK >= K: all key channels).
+
+    Grid: (cdiv(V, BV), NT, B * H).
+    """
+    i_v, i_c, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    q = _base(q, i_b, i_h, sqb, sqh)
+    k = _base(k, i_b, i_h, skb, skh)
+    v = _base(v, i_b, i_h, svb, svh)
+    gf = _base(gf, i_b, i_h, sfb, sfh)
+    gb = _base(gb, i_b, i_h, sgb, sgh)
+    o = _base(o, i_b, i_h, sob, soh)
+    ks = tl.arange(0, BK)
+    vs = i_v * BV + tl.arange(0, BV)
+    NC: tl.constexpr = BT // BC
+    sub = tl.arange(0, BC)
+    s_offsets = (i_bh.to(tl.int64) * NT + i_c) * K * V
+    s_offsets += ks[:, None] * V + vs[None, :]
+    s_mask = (ks[:, None] < K) & (vs[None, :] < V)
+    state_f = tl.load(states + s_offsets, mask=s_mask, other=0.0)
+    s_offsets += B * H * NT * K * V
+    state_b = tl.load(states + s_offsets, mask=s_mask, other=0.0)
+    chunk = i_c * BT + tl.arange(0, BT)
+    total_b = tl.sum(_tile(gb, chunk, ks, sgt, sgd, T, K), 0)
+    before_f = tl.zeros([BK], dtype=tl.float32)  # gf summed before block r
+    before_b = tl.zeros([BK], dtype=tl.float32)
+    for r in tl.static_range(NC):
+        rows_r = i_c * BT + r * BC + sub
+        q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
+        g_r = _tile(gf, rows_r, ks, sft, sfd, T, K)
+        cf_r, tf_r = tl.cumsum(g_r, 0), tl.sum(g_r, 0)
+        g_r = _tile(gb, rows_r, ks, sgt, sgd, T, K)
+        cb_r, tb_r = tl.cumsum(g_r, 0, reverse=True), tl.sum(g_r, 0)
+        after_b = tl.minimum(total_b - before_b - tb_r, 0.0)
+        acc = _mm(q_r * tl.exp(before_f[None, :] + cf_r), state_f, DT, DOT)
+        acc += _mm(q_r * tl.exp(after_b[None, :] + cb_r), state_b, DT, DOT)
+        before_fj = tl.zeros([BK], dtype=tl.float32)
+        before_bj = tl.zeros([BK], dtype=tl.float32)
+        for j in tl.static_range(NC):
+            rows_j = i_c * BT + j * BC + sub
+            k_j = _tile(k, rows_j, ks, skt, skd, T, K)
+            v_j = _tile(v, rows_j, vs, svt, svd, T, V)
+            g_j = _tile(gf, rows_j, ks, sft, sfd, T, K)
+            tf_j = tl.sum(g_j, 0)
+            if j < r:  # forward: decays split at block r's start
+                span = before_f - before_fj  # gf over blocks j..r-1
+                k_j *= tl.exp(tl.minimum(span[None, :] - tl.cumsum(g_j, 0), 0.0))
+                a = _mm(q_r * tl.exp(cf_r), tl.trans(k_j), DT, DOT)
+                acc += _mm(a, v_j, DT, DOT)
+            g_j = _tile(gb, rows_j, ks, sgt, sgd, T, K)
+            tb_j = tl.sum(g_j, 0)
+            if j > r:  # backward: decays split at block r's end
+                span = before_bj - before_b - tb_r  # gb over blocks r+1..j-1
+                cb_j = tl.cumsum(g_j, 0, reverse=True)
+                k_j *= tl.exp(tl.minimum(span[None, :] + tb_j - cb_j, 0.0))
+                a = _mm(q_r * tl.exp(cb_r), tl.trans(k_j), DT, DOT)
+                acc += _mm(a, v_j, DT, DOT)
+            if j == r:  # exact decays, one key at a time
+                for s in range(BC):
+                    k_s = _row(k_j, sub, s)
+                    after = sub[:, None] >= s
+                    decay = tl.exp(tl.where(after, cf_r - _row(cf_r, sub, s), -float('inf')))
+                    before = sub[:, None] <= s
+                    decay += tl.exp(tl.where(before, cb_r - _row(cb_r, sub, s), -float('inf')))
+                    a_s = tl.sum(q_r * k_s[None, :] * decay, 1)
+                    acc += a_s[:, None] * _row(v_j, sub, s)[None, :]
+            before_fj += tf_j
+            before_bj += tb_j
+        _put(o, acc * scale, rows_r, vs, sot, sod, T, V)
+        before_f += tf_r
+        before_b += tb_r
+
+
+@triton.jit
+def bigla_bwd_kernel(
+    q, k, v, gf, gb, do, states, d_states, dq, dk, dv, dg,
+    sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
+    sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
+    sdqb, sdqh, sdqt, sdqd, sdkb, sdkh, sdkt, sdkd,
+    sdvb, sdvh, sdvt, sdvd,
+    scale, T, B, H, NT,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
+    DOT: tl.constexpr,
+):  # fmt: skip
+    """dq, dk, dv of one chunk (BK >= K, BV >= V: all channels), and the
+    per-token gate gradients before their cumulative sums:
+    ``dg[0] = q * dq^f - k * dk^f`` (dL/d bf), ``dg[1] = q * dq^b - k * dk^b``
+    (dL/d rb), fp32 (2, B, H, T, K), with ^f / ^b the parts through each
+    direction. ``d_states`` as written by :func:`chunk_states_kernel` for
+    (q, dL/do).
+
+    Grid: (NT, B * H).
+    """
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    q = _base(q, i_b, i_h, sqb, sqh)
+    k = _base(k, i_b, i_h, skb, skh)
+    v = _base(v, i_b, i_h, svb, svh)
+    gf = _base(gf, i_b, i_h, sfb, sfh)
+    gb = _base(gb, i_b, i_h, sgb, sgh)
+    do = _base(do, i_b, i_h, sob, soh)
+    dq = _base(dq, i_b, i_h, sdqb, sdqh)
+    dk = _base(dk, i_b, i_h, sdkb, sdkh)
+    dv = _base(dv, i_b, i_h, sdvb, sdvh)
+    dgf = dg + i_bh.to(tl.int64) * T * K
+    dgb = dgf + B * H * T * K
+    ks, vs = tl.arange(0, BK), tl.arange(0, BV)
+    NC: tl.constexpr = BT // BC
+    sub = tl.arange(0, BC)
+    s_offsets = (i_bh.to(tl.int64) * NT + i_c) * K * V
+    s_offsets += ks[:, None] * V + vs[None, :]
+    s_mask = (ks[:, None] < K) & (vs[None, :] < V)
+    other = B * H * NT * K * V
+    state_f = tl.load(states + s_offsets, mask=s_mask, other=0.0)
+    state_b = tl.load(states + other + s_offsets, mask=s_mask, other=0.0)
+    d_next_b = tl.load(d_states + s_offsets, mask=s_mask, other=0.0)
+    d_next_f = tl.load(d_states + other + s_offsets, mask=s_mask, other=0.0)
+    chunk = i_c * BT + tl.arange(0, BT)
+    total_f = tl.sum(_tile(gf, chunk, ks, sft, sfd, T, K), 0)
+    total_b = tl.sum(_tile(gb, chunk, ks, sgt, sgd, T, K), 0)
+    before_f = tl.zeros([BK], dtype=tl.float32)
+    before_b = tl.zeros([BK], dtype=tl.float32)
+    for r in tl.static_range(NC):
+        rows_r = i_c * BT + r * BC + sub
+        q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
+        k_r = _tile(k, rows_r, ks, skt, skd, T, K)
+        v_r = _tile(v, rows_r, vs, svt, svd, T, V)
+        do_r = _tile(do, rows_r, vs, sot, sod, T, V)
+        g_r = _tile(gf, rows_r, ks, sft, sfd, T, K)
+        cf_r, tf_r = tl.cumsum(g_r, 0), tl.sum(g_r, 0)
+        g_r = _tile(gb, rows_r, ks, sgt, sgd, T, K)
+        cb_r, tb_r = tl.cumsum(g_r, 0, reverse=True), tl.sum(g_r, 0)
+        after_f = total_f - before_f - tf_r
+        after_b = tl.minimum(total_b - before_b - tb_r, 0.0)
+        # Decays of block r's keys to the chunk's ends, and to block r's
+        # far ends (for queries in the other blocks).
+        key_f = tl.exp(tl.minimum(tf_r - cf_r, 0.0))
+        key_b = tl.exp(tl.minimum(tb_r - cb_r, 0.0))
+        to_end_f = key_f * tl.exp(tl.minimum(after_f, 0.0))[None, :]
+        to_start_b = key_b * tl.exp(tl.minimum(before_b, 0.0))[None, :]
+        # Through the states.
+        decay_q = tl.exp(before_f[None, :] + cf_r) * scale
+        dq_f = _mm(do_r, tl.trans(state_f), DT, DOT) * decay_q
+        decay_q = tl.exp(after_b[None, :] + cb_r) * scale
+        dq_b = _mm(do_r, tl.trans(state_b), DT, DOT) * decay_q
+        dk_f = _mm(v_r, tl.trans(d_next_f), DT, DOT) * to_end_f * scale
+        dk_b = _mm(v_r, tl.trans(d_next_b), DT, DOT) * to_start_b * scale
+        dv_r = _mm(k_r * to_end_f, d_next_f, DT, DOT)
+        dv_r += _mm(k_r * to_start_b, d_next_b, DT, DOT)
+        dv_r *= scale
+        # Blocks of other tokens: sums still missing block r's own factor.
+        dq_f_in = tl.zeros([BC, BK], dtype=tl.float32)
+        dq_b_in = tl.zeros([BC, BK], dtype=tl.float32)
+        dk_f_in = tl.zeros([BC, BK], dtype=tl.float32)
+        dk_b_in = tl.zeros([BC, BK], dtype=tl.float32)
+        before_fj = tl.zeros([BK], dtype=tl.float32)
+        before_bj = tl.zeros([BK], dtype=tl.float32)
+        for j in tl.static_range(NC):
+            rows_j = i_c * BT + j * BC + sub
+            q_j = _tile(q, rows_j, ks, sqt, sqd, T, K)
+            k_j = _tile(k, rows_j, ks, skt, skd, T, K)
+            v_j = _tile(v, rows_j, vs, svt, svd, T, V)
+            do_j = _tile(do, rows_j, vs, sot, sod, T, V)
+            gf_j = _tile(gf, rows_j, ks, sft, sfd, T, K)
+            gb_j = _tile(gb, rows_j, ks, sgt, sgd, T, K)
+            cf_j, tf_j = tl.cumsum(gf_j, 0), tl.sum(gf_j, 0)
+            cb_j, tb_j = tl.cumsum(gb_j, 0, reverse=True), tl.sum(gb_j, 0)
+            if j < r:
+                # Queries r, keys j, forward: split at block r's start.
+                span = before_f - before_fj - tf_j  # blocks j+1..r-1
+                kd_j = k_j * tl.exp(tl.minimum(span[None, :] + tf_j - cf_j, 0.0))
+                da = _mm(do_r, tl.trans(v_j), DT, DOT) * scale
+                dq_f_in += _mm(da, kd_j, DT, DOT)
+                # Queries j, keys r, backward: split at block r's start.
+                span = before_b - before_bj - tb_j
+                qd_j = q_j * tl.exp(tl.minimum(span[None, :] + cb_j, 0.0))
+                a = _mm(qd_j, tl.trans(k_r * key_b), DT, DOT) * scale
+                dv_r += _mm(tl.trans(a), do_j, DT, DOT)
+                da = _mm(do_j, tl.trans(v_r), DT, DOT) * scale
+                dk_b_in += _mm(tl.trans(da), qd_j, DT, DOT)
+            if j > r:
+                # Queries r, keys j, backward: split at block r's end.
+                span = before_bj - before_b - tb_r  # blocks r+1..j-1
+                kd_j = k_j * tl.exp(tl.minimum(span[None, :] + tb_j - cb_j, 0.0))
+                da = _mm(do_r, tl.trans(v_j), DT, DOT) * scale
+                dq_b_in += _mm(da, kd_j, DT, DOT)
+                # Queries j, keys r, forward: split at block r's end.
+                span = before_fj - before_f - tf_r
+                qd_j = q_j * tl.exp(tl.minimum(span[None, :] + cf_j, 0.0))
+                a = _mm(qd_j, tl.trans(k_r * key_f), DT, DOT) * scale
+                dv_r += _mm(tl.trans(a), do_j, DT, DOT)
+                da = _mm(do_j, tl.trans(v_r), DT, DOT) * scale
+                dk_f_in += _mm(tl.trans(da), qd_j, DT, DOT)
+            if j == r:  # exact decays, one key s at a time
+                for s in range(BC):
+                    is_s = sub[:, None] == s
+                    k_s = _row(k_r, sub, s)
+                    after = sub[:, None] >= s
+                    decay_f = tl.exp(tl.where(after, cf_r - _row(cf_r, sub, s), -float('inf')))
+                    before = sub[:, None] <= s
+                    decay_b = tl.exp(tl.where(before, cb_r - _row(cb_r, sub, s), -float('inf')))
+                    da_s = tl.sum(do_r * _row(v_r, sub, s)[None, :], 1) * scale
+                    dq_f += da_s[:, None] * k_s[None, :] * decay_f
+                    dq_b += da_s[:, None] * k_s[None, :] * decay_b
+                    dk_s = tl.sum(da_s[:, None] * q_r * decay_f, 0)
+                    dk_f += tl.where(is_s, dk_s[None, :], 0.0)
+                    dk_s = tl.sum(da_s[:, None] * q_r * decay_b, 0)
+                    dk_b += tl.where(is_s, dk_s[None, :], 0.0)
+                    a_s = tl.sum(q_r * k_s[None, :] * (decay_f + decay_b), 1)
+                    dv_s = tl.sum(a_s[:, None] * do_r, 0) * scale
+                    dv_r += tl.where(is_s, dv_s[None, :], 0.0)
+            before_fj += tf_j
+            before_bj += tb_j
+        dq_f += dq_f_in * tl.exp(cf_r)
+        dq_b += dq_b_in * tl.exp(cb_r)
+        dk_f += dk_f_in * key_f
+        dk_b += dk_b_in * key_b
+        _put(dq, dq_f + dq_b, rows_r, ks, sdqt, sdqd, T, K)
+        _put(dk, dk_f + dk_b, rows_r, ks, sdkt, sdkd, T, K)
+        _put(dv, dv_r, rows_r, vs, sdvt, sdvd, T, V)
+        _put(dgf, q_r * dq_f - k_r * dk_f, rows_r, ks, K, 1, T, K)
+        _put(dgb, q_r * dq_b - k_r * dk_b, rows_r, ks, K, 1, T, K)
+        before_f += tf_r
+        before_b += tb_r
+
+
+@triton.jit
+def gate_grad_cumsum_kernel(
+    dg, T, NT, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr
+):
+    """In place on ``dg`` (2, B, H, T, K) fp32: dg[0] summed over tokens
+    >= t (dL/dgf from dL/dbf), dg[1] over tokens <= t (dL/dgb from
+    dL/drb), chunk by chunk with a carried total.
+
+    Grid: (cdiv(K, BK), B * H, 2).
+    """
+    i_k, i_bh, i_dir = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    n_bh = tl.num_programs(1)
+    dg += (i_dir * n_bh + i_bh).to(tl.int64) * T * K
+    ks = i_k * BK + tl.arange(0, BK)
+    carry = tl.zeros([BK], dtype=tl.float32)
+    for n in range(NT):
+        c = n + (1 - i_dir) * (NT - 1 - 2 * n)
+        rows = c * BT + tl.arange(0, BT)
+        x = _tile(dg, rows, ks, K, 1, T, K)
+        if i_dir == 0:
+            sums = tl.cumsum(x, 0, reverse=True)
+        else:
+            sums = tl.cumsum(x, 0)
+        _put(dg, sums + carry[None, :], rows, ks, K, 1, T, K)
+        carry += tl.sum(x, 0)
