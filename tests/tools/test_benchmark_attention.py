@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SCRIPT = osp.join(REPO, 'tools', 'analysis', 'benchmark_attention.py')
@@ -102,3 +103,51 @@ def test_default_operators_are_the_registered_linear_ones(bench):
 def test_unknown_operator_is_named(bench):
     with pytest.raises(SystemExit):
         bench.parse_args(['--operators', 'HedgehogAttention'])
+
+
+def test_cuda_report_lists_first_calls_and_out_of_memory(bench, monkeypatch):
+    args = bench.parse_args(
+        ['--operators', 'ELULinearAttention', '--tokens', '197', '65537']
+    )
+    args.device, args.dtype = 'cuda', 'bf16'  # rendering needs no GPU
+    figures = dict(
+        seconds={'SoftmaxAttention': {197: 0.002, 65537: 0.4},
+                 'ELULinearAttention': {197: 0.001}},
+        first_call_seconds={'SoftmaxAttention': {197: 0.5, 65537: 0.6},
+                            'ELULinearAttention': {197: 3.0}},
+        flops={'SoftmaxAttention': {197: 400, 65537: 9000},
+               'ELULinearAttention': {197: 100}},
+        peak_mib={'SoftmaxAttention': {197: 10.0, 65537: 900.0},
+                  'ELULinearAttention': {197: 5.0}},
+        failed={'ELULinearAttention': {65537: 'failed: out of memory'}},
+    )  # fmt: skip
+    monkeypatch.setattr(bench, 'describe_device', lambda *a: 'NVIDIA H200')
+    lines, missed = bench.render(args, figures, None)
+    table = '\n'.join(lines)
+    assert '| operator | N | time (ms) | first call (ms) | speed-up |' in table
+    assert (
+        '| ELULinearAttention | 197 | 1.0 | 3000.0 | 2.00 | 4.00 | 0.50 |'
+        in (table)
+    )
+    assert '| ELULinearAttention | 65537 | failed: out of memory |' in table
+    assert missed == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='has CUDA')
+def test_cuda_without_a_gpu_is_refused(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.parse_args(['--device', 'cuda'])
+    assert '--device cuda: no CUDA GPU' in capsys.readouterr().err
+
+
+@pytest.mark.cuda
+def test_tiny_cuda_run(bench, tmp_path):
+    argv = ['--operators', 'ReLULinearAttention', '--tokens', '17', '65']
+    argv += ['--embed-dims', '32', '--num-heads', '2', '--repeats', '2']
+    assert (
+        bench.main(argv + ['--device', 'cuda', '--out-dir', str(tmp_path)])
+        == 0
+    )
+    figures = json.loads((tmp_path / 'attention_benchmark.json').read_text())
+    assert figures['peak_mib']['ReLULinearAttention']['65'] > 0
+    assert figures['first_call_seconds']['SoftmaxAttention']['17'] > 0
