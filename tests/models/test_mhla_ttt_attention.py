@@ -257,3 +257,23 @@ def test_autocast_large_inputs_stay_finite(type_, dtype):
     assert err < 0.05
     out.float().sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in attn.parameters())
+
+
+def test_ttt_keeps_only_its_inputs_for_backward():
+    """Both inner models are recomputed in backward (test_ttt_gradcheck
+    checks the gradients through it): the module keeps about its input and
+    the qkv output, not the N-sized fp32 intermediates of the inner step
+    (about 4x more without recomputation)."""
+    attn = build('TTTAttention')
+    x = tokens((16, 16), dtype=torch.float32).requires_grad_()
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        attn(x, (16, 16))
+    x_bytes = x.numel() * x.element_size()
+    qkv_bytes = x_bytes * attn.qkv.out_features / attn.embed_dims
+    assert sum(saved) < 2 * (x_bytes + qkv_bytes)

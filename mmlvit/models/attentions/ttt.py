@@ -4,6 +4,7 @@ import torch
 import torch.nn as nn
 from mmpretrain.registry import MODELS
 
+from mmlvit.ops.recompute import recomputed
 from mmlvit.ops.ttt import ttt_dwconv, ttt_swiglu
 
 from .base import BaseAttention
@@ -65,8 +66,12 @@ class TTTAttention(BaseAttention):
         q1, k1, v1 = self.split_heads(qkv)
         q2, k2, v2 = qkv[..., 3 * C :].reshape(B, N, 3, d).permute(2, 0, 3, 1)
         q2, k2, v2 = (t.reshape(B, d, *hw_shape) for t in (q2, k2, v2))
-        swiglu_out = self.merge_heads(ttt_swiglu(q1, k1, v1, self.w1, self.w2))
-        conv_out = ttt_dwconv(q2, k2, v2, self.w3).flatten(2).transpose(1, 2)
+        # Both inner models run in fp32 over N-sized intermediates: keep
+        # only their inputs for backward and recompute the rest.
+        swiglu_out = recomputed(ttt_swiglu, q1, k1, v1, self.w1, self.w2)
+        conv_out = recomputed(ttt_dwconv, q2, k2, v2, self.w3)
+        swiglu_out = self.merge_heads(swiglu_out)
+        conv_out = conv_out.flatten(2).transpose(1, 2)
         return self.output(torch.cat([swiglu_out, conv_out], dim=-1))
 
     def flops(self, num_tokens, hw_shape):
