@@ -23,16 +23,21 @@ Modes:
   (``test_cfg.rcnn.score_thr=0``), so that its mask head does the same work
   for every backbone, as random weights would otherwise decide it.
 
-Every (model, mode, px, backbone) runs in a fresh forked process
-(:func:`mmlvit.utils.run_in_child`, as ``benchmark_model.py``): one warm-up
-call, then up to ``--repeats`` timed calls within ``--budget-s`` (a warm-up
-longer than the budget is itself the measurement); time = the best call;
-peak memory = the rise of the peak resident set (VmHWM) during those calls.
+On the CPU every (model, mode, px, backbone) runs in a fresh forked
+process (:func:`mmlvit.benchmark.run_in_child`, as ``benchmark_model.py``):
+one warm-up call, then up to ``--repeats`` timed calls within
+``--budget-s`` (a warm-up longer than the budget is itself the
+measurement); time = the best call; peak memory = the rise of the peak
+resident set (VmHWM) during those calls. With ``--device cuda`` every case
+runs in this process under autocast (``--dtype``, default bf16): time = the
+median of the CUDA-event timings after the warm-up, peak memory =
+``torch.cuda.max_memory_allocated`` during one more call minus the memory
+allocated before it; an out-of-memory case is listed as failed.
 FLOPs are counted during the warm-up by ``torch.utils.flop_counter.
-FlopCounterMode`` (matrix products and convolutions, forward and, in
-train mode, backward; 2 per multiply-add; element-wise ops and mmcv's
-RoIAlign and NMS are not counted), with formulas for the CPU kernels of
-SDPA, which torch's counter does not know. Counting costs no extra call:
+FlopCounterMode`` (:mod:`mmlvit.benchmark.flops`: matrix products and
+convolutions, forward and, in train mode, backward; 2 per multiply-add;
+element-wise ops, custom kernels (fla's Triton GLA on CUDA) and mmcv's
+RoIAlign and NMS are not counted). Counting costs no extra call:
 it adds about 0.3-0.5 s to a Mask R-CNN call (its heads run many small
 ops) and nothing measurable to UperNet's, so a counted warm-up longer
 than the budget is a fair measurement. Training calls reseed torch, so
@@ -51,9 +56,7 @@ command of its run)::
 """
 
 import argparse
-import json
 import os.path as osp
-import time
 
 import torch
 from mmengine.config import Config
@@ -61,11 +64,25 @@ from mmengine.model import revert_sync_batchnorm
 from mmengine.registry import DefaultScope
 from mmengine.utils import mkdir_or_exist
 from torch.nn.modules.batchnorm import _BatchNorm
-from torch.utils import flop_counter
 
 import mmlvit  # noqa: F401
+from mmlvit.benchmark import (
+    FlopCountedStep,
+    add_device_arguments,
+    add_timing_arguments,
+    autocast,
+    check_device_arguments,
+    compare,
+    markdown_table,
+    measure_step,
+    plots,
+    run_grid,
+    status,
+    steady_seconds,
+    verdict,
+    write_json,
+)
 from mmlvit.models.attentions import registered_operators
-from mmlvit.utils import measure_step, run_in_child
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DENSE_MODELS = {
@@ -81,29 +98,6 @@ SOFTMAX = 'SoftmaxAttention'
 MODES = ('train', 'inference')
 TARGET_PX = 1024
 TARGET_FRACTION = 0.7  # speed-up / FLOP ratio
-
-
-def _cpu_sdpa_flops(query, key, value, *args, out_shape=None, **kwargs):
-    """(q, k, v) shapes (B, h, N, d) -> 4 B N^2 h d: q k^T and A v."""
-    return flop_counter.sdpa_flop_count(query, key, value)
-
-
-def _cpu_sdpa_backward_flops(
-    grad_out, query, key, value, *args, out_shape=None, **kwargs
-):
-    """The recomputed q k^T and four products of the same size."""
-    return flop_counter.sdpa_backward_flop_count(grad_out, query, key, value)
-
-
-# torch's counter has formulas for the CUDA SDPA kernels only.
-CPU_SDPA_FLOPS = {
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: (
-        _cpu_sdpa_flops
-    ),
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: (
-        _cpu_sdpa_backward_flops
-    ),
-}
 
 
 def parse_args(argv=None):
@@ -148,23 +142,10 @@ def parse_args(argv=None):
         default=None,
         help='stop a case after this long and list it as skipped',
     )
-    parser.add_argument(
-        '--repeats', type=int, default=3, help='timed runs per case (max)'
-    )
-    parser.add_argument(
-        '--budget-s',
-        type=float,
-        default=60.0,
-        help='stop repeating once the timed runs of a case took this long',
-    )
-    parser.add_argument(
-        '--threads',
-        type=int,
-        default=1,
-        help='torch intra-op threads (1: see docs/benchmarks.md)',
-    )
+    add_timing_arguments(parser, threads=1)
+    add_device_arguments(parser)
     parser.add_argument('--out-dir', default='work_dirs/benchmark_dense')
-    args = parser.parse_args(argv)
+    args = check_device_arguments(parser, parser.parse_args(argv))
     args.models = args.models or list(DENSE_MODELS)
     return args
 
@@ -256,25 +237,28 @@ def det_samples(size, num_classes, generator, num_boxes=5):
     return [sample]
 
 
-def model_step(model, name, mode, size):
+def model_step(model, name, mode, size, device='cpu', dtype='fp32'):
     """The call to time: ``train`` (loss, backward) or ``inference``
-    (predict, no grad) on a (1, 3, size, size) image."""
+    (predict, no grad) on a (1, 3, size, size) image, under autocast of
+    ``dtype``."""
     generator = torch.Generator().manual_seed(0)
-    images = torch.randn(1, 3, size, size, generator=generator)
+    images = torch.randn(1, 3, size, size, generator=generator).to(device)
     if DENSE_MODELS[name]['scope'] == 'mmseg':
         samples = seg_samples(size, model.num_classes, generator)
     else:
         num_classes = model.roi_head.bbox_head.num_classes
         samples = det_samples(size, num_classes, generator)
+    samples = [sample.to(device) for sample in samples]
 
     def train():
         model.zero_grad(set_to_none=True)
         torch.manual_seed(0)  # the same sampled RoIs in every call
-        losses = model(images, samples, mode='loss')
+        with autocast(device, dtype):
+            losses = model(images, samples, mode='loss')
         model.parse_losses(losses)[0].backward()
 
     def inference():
-        with torch.no_grad():
+        with torch.no_grad(), autocast(device, dtype):
             model(images, samples, mode='predict')
 
     model.train(mode == 'train')
@@ -284,44 +268,21 @@ def model_step(model, name, mode, size):
     return train if mode == 'train' else inference
 
 
-class FlopCountedStep:
-    """Calls ``step``; the first call also counts its FLOPs (``flops``)."""
-
-    def __init__(self, step):
-        self.step = step
-        self.flops = None
-
-    def __call__(self):
-        if self.flops is not None:
-            return self.step()
-        counter = flop_counter.FlopCounterMode(
-            display=False, custom_mapping=CPU_SDPA_FLOPS
-        )
-        with counter:
-            self.step()
-        self.flops = counter.get_total_flops()
-
-
-def count_flops(step):
-    """FLOPs of one call of ``step`` (see the module docstring)."""
-    counted = FlopCountedStep(step)
-    counted()
-    return counted.flops
-
-
-def measure_case(name, operator, mode, size, args, cfg_options=None):
-    """One model, backbone, mode and size (run in a child process).
+def measure_case(case, args, cfg_options=None):
+    """One (model, mode, px, backbone) case.
 
     Returns:
         dict: ``times``, ``warm_up_s`` (the counted call), ``peak_mib``,
-        ``seconds`` (best time) and ``flops``.
+        ``seconds`` (best time on the CPU, median on CUDA) and ``flops``.
     """
+    name, mode, size, operator = case[0], case[1], int(case[2]), case[3]
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = build_dense_model(name, operator, cfg_options)
-    step = FlopCountedStep(model_step(model, name, mode, size))
-    result = measure_step(step, args.repeats, args.budget_s)
-    result['seconds'] = min(result['times'])
+    model = build_dense_model(name, operator, cfg_options).to(args.device)
+    step = model_step(model, name, mode, size, args.device, args.dtype)
+    step = FlopCountedStep(step)
+    result = measure_step(step, args.repeats, args.budget_s, args.device)
+    result['seconds'] = steady_seconds(result['times'], args.device)
     result['flops'] = step.flops
     return result
 
@@ -343,14 +304,8 @@ def ratio_rows(results):
                 ref = per_backbone.get(SOFTMAX, {})
                 for backbone, res in per_backbone.items():
                     row = dict(model=name, mode=mode, px=int(size))
-                    row['backbone'] = backbone
-                    if 'skipped' in res:
-                        row['status'] = f'skipped: {res["skipped"]}'
-                    elif 'error' in res:
-                        error = res['error'].strip().splitlines()[-1]
-                        row['status'] = f'failed: {error}'
-                    else:
-                        row['status'] = 'ok'
+                    row.update(backbone=backbone, status=status(res))
+                    if row['status'] == 'ok':
                         row.update(
                             seconds=res['seconds'],
                             gflop=res['flops'] / 1e9,
@@ -358,14 +313,7 @@ def ratio_rows(results):
                             runs=len(res['times']),
                         )
                         if 'seconds' in ref:
-                            speedup = ref['seconds'] / res['seconds']
-                            flop_ratio = ref['flops'] / res['flops']
-                            row.update(
-                                speedup=speedup,
-                                flop_ratio=flop_ratio,
-                                fraction_of_flop_ratio=speedup / flop_ratio,
-                                memory_ratio=res['peak_mib'] / ref['peak_mib'],
-                            )
+                            row.update(compare(res, ref))
                     rows.append(row)
     return rows
 
@@ -374,12 +322,11 @@ def gflop_text(gflop):
     return f'{gflop:.0f}' if gflop >= 100 else f'{gflop:.3g}'
 
 
-def markdown_table(rows):
-    header = (
-        '| model | mode | px | backbone | time (s) | GFLOP | peak MiB | '
-        'speed-up | FLOP ratio | speed-up / FLOP ratio | memory ratio |'
-    )
-    lines = [header, '|---|---|---:|---|' + '---:|' * 7]
+def table(rows):
+    header = ['model', 'mode', 'px', 'backbone', 'time (s)', 'GFLOP']
+    header += ['peak MiB', 'speed-up', 'FLOP ratio', 'speed-up / FLOP ratio']
+    header += ['memory ratio']
+    lines = []
     for row in rows:
         cells = [row['model'], row['mode'], str(row['px']), row['backbone']]
         if row['status'] != 'ok':
@@ -399,8 +346,9 @@ def markdown_table(rows):
                 ]
             else:
                 cells += ['-'] * 4
-        lines.append('| ' + ' | '.join(cells) + ' |')
-    return '\n'.join(lines)
+        lines.append(cells)
+    align = '|---|---|---:|---|' + '---:|' * 7
+    return '\n'.join(markdown_table(header, lines, align))
 
 
 def target_verdicts(rows):
@@ -416,10 +364,13 @@ def target_verdicts(rows):
             continue
         fraction = row['fraction_of_flop_ratio']
         verdicts.append(
-            f'{"met   " if fraction >= TARGET_FRACTION else "MISSED"} '
-            f'{case}: speed-up {row["speedup"]:.2f}x, FLOP ratio '
-            f'{row["flop_ratio"]:.2f}, {100 * fraction:.0f} % of it '
-            f'(target >= {100 * TARGET_FRACTION:.0f} %)'
+            verdict(
+                fraction >= TARGET_FRACTION,
+                case,
+                f'speed-up {row["speedup"]:.2f}x, FLOP ratio '
+                f'{row["flop_ratio"]:.2f}, {100 * fraction:.0f} % of it '
+                f'(target >= {100 * TARGET_FRACTION:.0f} %)',
+            )
         )
     return verdicts
 
@@ -427,10 +378,7 @@ def target_verdicts(rows):
 def plot(rows, path):
     """Time against input size, one panel per (model, mode), one line per
     backbone; log-log."""
-    import matplotlib
-
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    plt = plots.pyplot()
     from matplotlib.ticker import LogLocator, ScalarFormatter
 
     names = list(dict.fromkeys(r['model'] for r in rows))
@@ -444,7 +392,6 @@ def plot(rows, path):
     panels = [(name, mode) for name in names for mode in modes]
     for ax, (name, mode) in zip(axes.flat, panels):
         panel = [r for r in rows if (r['model'], r['mode']) == (name, mode)]
-        sizes = sorted({r['px'] for r in panel})
         for backbone in dict.fromkeys(r['backbone'] for r in panel):
             points = [
                 (r['px'], r['seconds'])
@@ -454,47 +401,27 @@ def plot(rows, path):
             if points:
                 style = '--' if backbone == SOFTMAX else '-'
                 ax.plot(*zip(*points), style, marker='o', label=backbone)
-        ax.set_xscale('log', base=2)
         ax.set_yscale('log')
-        ax.set_xticks(sizes, [str(size) for size in sizes])
-        ax.xaxis.set_minor_locator(plt.NullLocator())
-        ax.yaxis.set_major_formatter(ScalarFormatter())
+        sizes = sorted({r['px'] for r in panel})
+        plots.log2_size_axes(ax, sizes, f'{name}, {mode}', 'input size (px)',
+                             'time per image (s)')  # fmt: skip
         ax.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
         ax.yaxis.set_minor_formatter(ScalarFormatter())
-        ax.set_title(f'{name}, {mode}')
-        ax.set_xlabel('input size (px)')
-        ax.set_ylabel('time per image (s)')
-        ax.grid(True, which='both', alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plots.save(fig, path)
 
 
-def run_case(name, operator, mode, size, args, cfg_options):
-    """Measure one case unless ``--skip`` names it."""
+def skip_reason(case, args):
+    """The reason ``--skip`` gives for a case, or None."""
     for entry in args.skip:
         fields = entry.split(':', 3)
-        if fields[:3] == [name, mode, str(size)]:
-            return dict(skipped=fields[3] if len(fields) > 3 else '--skip')
-    return run_in_child(
-        measure_case,
-        name,
-        operator,
-        mode,
-        size,
-        args,
-        cfg_options,
-        timeout_s=args.case_timeout_s,
-    )
+        if fields[:3] == list(case[:3]):
+            return fields[3] if len(fields) > 3 else '--skip'
+    return None
 
 
 def summary(res):
-    if 'skipped' in res:
-        return f'skipped: {res["skipped"]}'
-    if 'error' in res:
-        return f'FAILED: {res["error"].strip().splitlines()[-1]}'
     return (
         f'{res["seconds"]:.3g} s, {gflop_text(res["flops"] / 1e9)} GFLOP, '
         f'{res["peak_mib"]:.0f} MiB, {len(res["times"])} runs'
@@ -513,47 +440,34 @@ def main(argv=None, cfg_options=None):
     args = parse_args(argv)
     cfg_options = cfg_options or {}
     mkdir_or_exist(args.out_dir)
-    backbones = [SOFTMAX] + args.operators
-    results = {}
     for name in args.models:
-        scope_registry(DENSE_MODELS[name]['scope'])
-        for mode in args.modes:
-            for size in resolutions(args, mode):
-                per_backbone = results.setdefault(name, {}).setdefault(
-                    mode, {}
-                )[str(size)] = {}
-                for operator in backbones:
-                    start = time.perf_counter()
-                    res = run_case(
-                        name, operator, mode, size, args,
-                        cfg_options.get(name),
-                    )  # fmt: skip
-                    per_backbone[operator] = res
-                    print(
-                        f'{name} {mode} {size}px {operator}: {summary(res)} '
-                        f'[{time.perf_counter() - start:.0f} s]',
-                        flush=True,
-                    )
-                    with open(
-                        osp.join(args.out_dir, 'results.json'), 'w'
-                    ) as f:
-                        json.dump(
-                            dict(config=vars(args), results=results),
-                            f,
-                            indent=1,
-                        )
-
+        scope_registry(DENSE_MODELS[name]['scope'])  # before the forks
+    cases = [
+        (name, mode, str(size), operator)
+        for name in args.models
+        for mode in args.modes
+        for size in resolutions(args, mode)
+        for operator in [SOFTMAX] + args.operators
+    ]
+    json_path = osp.join(args.out_dir, 'results.json')
+    results = run_grid(
+        cases,
+        lambda case: measure_case(case, args, cfg_options.get(case[0])),
+        args,
+        json_path,
+        describe=lambda case: '{} {} {}px {}'.format(*case),
+        summary=summary,
+        timeout_s=args.case_timeout_s,
+        skip=lambda case: skip_reason(case, args),
+    )
     rows = ratio_rows(results)
-    table = markdown_table(rows)
+    text = table(rows)
     verdicts = target_verdicts(rows)
-    with open(osp.join(args.out_dir, 'results.json'), 'w') as f:
-        json.dump(
-            dict(config=vars(args), results=results, rows=rows), f, indent=1
-        )
+    write_json(json_path, dict(config=vars(args), results=results, rows=rows))
     with open(osp.join(args.out_dir, 'table.md'), 'w') as f:
-        f.write(table + '\n\n' + '\n'.join(verdicts) + '\n')
+        f.write(text + '\n\n' + '\n'.join(verdicts) + '\n')
     plot(rows, osp.join(args.out_dir, 'benchmark_dense.png'))
-    print(table)
+    print(text)
     print('\n'.join(verdicts))
     return rows
 
