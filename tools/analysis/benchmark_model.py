@@ -207,8 +207,8 @@ def measure_case(case, args):
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     batch = batch_size(args, size)
-    with torch.device(args.device):
-        model = build_model(name, args.arch, size)
+    with torch.device(args.device):  # weights made (and initialised) there
+        model = build_model(name, args.arch, size).to(args.device)
         images = torch.randn(batch, 3, size, size)
 
     def forward():
