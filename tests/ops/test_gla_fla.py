@@ -27,8 +27,8 @@ INTERPRETER_SCRIPT = Path(__file__).with_name('fla_interpreter.py')
 def test_check_backend_accepts_the_backends_and_names_them():
     for backend in BACKENDS:
         check_backend(backend)
-    with pytest.raises(ValueError, match="Unknown GLA backend 'triton'"):
-        check_backend('triton')
+    with pytest.raises(ValueError, match="Unknown GLA backend 'cuda'"):
+        check_backend('cuda')
 
 
 def test_fla_backend_on_cpu_raises_clearly():
@@ -37,14 +37,16 @@ def test_fla_backend_on_cpu_raises_clearly():
         bidirectional_gla(q, k, v, g, g, backend='fla')
 
 
-def test_auto_backend_picks_fla_only_on_cuda(monkeypatch):
+def test_auto_backend_never_picks_fla(monkeypatch):
+    """'auto' picks our Triton kernels on CUDA (test_gla_triton.py); fla
+    only runs when asked for by name."""
     resolve = dispatch.resolve_backend
-    monkeypatch.setattr(dispatch, 'fla_importable', lambda: True)
+    monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
     assert resolve('auto', torch.device('cpu')) == 'torch'
-    assert resolve('auto', torch.device('cuda')) == 'fla'
+    assert resolve('auto', torch.device('cuda')) == 'triton'
     assert resolve('fla', torch.device('cuda')) == 'fla'
     assert resolve('torch', torch.device('cuda')) == 'torch'
-    monkeypatch.setattr(dispatch, 'fla_importable', lambda: False)
+    monkeypatch.setattr(dispatch, 'triton_importable', lambda: False)
     assert resolve('auto', torch.device('cuda')) == 'torch'
 
 

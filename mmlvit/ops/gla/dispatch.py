@@ -1,13 +1,19 @@
 """The public bidirectional GLA op: argument checks and the choice between
-the PyTorch and the fla backend."""
+the PyTorch, the fused Triton and the fla backend."""
 
 from ..tracing import exporting
 from .arguments import check_shapes, default_scale
 from .chunk import bidirectional_gla_chunked
-from .fla_backend import bidirectional_fla, fla_importable
+from .fla_backend import bidirectional_fla
 from .traceable import bidirectional_gla_traceable
+from .triton_backend import (
+    bidirectional_triton,
+    triton_importable,
+    unsupported_reason,
+)
 
-BACKENDS = ('auto', 'torch', 'fla')
+BACKENDS = ('auto', 'torch', 'triton', 'fla')
+CUDA_BACKENDS = ('triton', 'fla')
 
 
 def check_backend(backend):
@@ -18,18 +24,20 @@ def check_backend(backend):
         )
 
 
-def resolve_backend(backend, device):
-    """'torch' or 'fla' for ``backend`` on ``device`` (a torch.device).
+def resolve_backend(backend, device, supported=True):
+    """'torch', 'triton' or 'fla' for ``backend`` on ``device`` (a
+    torch.device): 'auto' is 'triton' on CUDA when Triton imports and the
+    inputs are ``supported`` by its kernels, else 'torch'.
 
-    Raises a ValueError for an unknown name and a RuntimeError for 'fla'
-    off CUDA."""
+    Raises a ValueError for an unknown name and a RuntimeError for 'triton'
+    or 'fla' off CUDA."""
     check_backend(backend)
     if backend == 'auto':
-        use_fla = device.type == 'cuda' and fla_importable()
-        return 'fla' if use_fla else 'torch'
-    if backend == 'fla' and device.type != 'cuda':
+        use_triton = device.type == 'cuda' and supported
+        return 'triton' if use_triton and triton_importable() else 'torch'
+    if backend in CUDA_BACKENDS and device.type != 'cuda':
         raise RuntimeError(
-            "backend='fla' runs fla's Triton kernels, which need CUDA "
+            f'backend={backend!r} runs Triton kernels, which need CUDA '
             f"tensors; got tensors on {device}. Use backend='torch' (or "
             "'auto', which picks the PyTorch path off CUDA)."
         )
@@ -55,10 +63,13 @@ def bidirectional_gla(
             order.
         scale (float, optional): Query scale. Defaults to d_k^-1/2.
         backend (str): ``'torch'`` (:func:`~.chunk.gla_chunked`'s scan, any
-            device), ``'fla'`` (fla's Triton ``chunk_gla``, CUDA only) or
-            ``'auto'`` (fla on CUDA when it imports, else torch). Defaults
-            to 'auto'. While a model is traced for export (see
-            :func:`mmlvit.ops.tracing.exporting`), every backend gives way
+            device), ``'triton'`` (our fused kernels,
+            :func:`~.triton_backend.bidirectional_triton`, CUDA only, fp16 /
+            bf16 / fp32, head widths up to 128), ``'fla'`` (fla's Triton
+            ``chunk_gla``, CUDA only) or ``'auto'`` (triton on CUDA where it
+            applies, else torch). Defaults to 'auto'. While a model is
+            traced for export (see :func:`mmlvit.ops.tracing.exporting`),
+            every backend gives way
             to :func:`~.traceable.bidirectional_gla_traceable`, the same
             function in plain PyTorch ops.
         chunk_size (int): Chunk of the torch path. Defaults to 64.
@@ -70,6 +81,10 @@ def bidirectional_gla(
     scale = default_scale(q, scale)
     if exporting():
         return bidirectional_gla_traceable(q, k, v, g_fwd, g_bwd, scale)
-    if resolve_backend(backend, q.device) == 'fla':
+    supported = unsupported_reason(q, v) is None
+    chosen = resolve_backend(backend, q.device, supported)
+    if chosen == 'triton':
+        return bidirectional_triton(q, k, v, g_fwd, g_bwd, scale)
+    if chosen == 'fla':
         return bidirectional_fla(q, k, v, g_fwd, g_bwd, scale)
     return bidirectional_gla_chunked(q, k, v, g_fwd, g_bwd, scale, chunk_size)

@@ -6,7 +6,8 @@ backward log-gates (<= 0), ``cf`` / ``cb`` their inclusive cumulative sums
 within a sub-block, forwards / backwards::
 
     o_t = scale (q_t exp(bf_t) S^f_c + q_t exp(rb_t) S^b_c + sum_s A_ts v_s)
-    A_ts = sum_c q_tc k_sc (exp(bf_t - bf_s) [s <= t] + exp(rb_t - rb_s) [s >= t])
+    A_ts = sum_c q_tc k_sc (exp(bf_t - bf_s) [s <= t]
+                            + exp(rb_t - rb_s) [s >= t])
 
 where bf_t = sum of gf over the chunk's tokens <= t, rb_t = sum of gb over
 its tokens >= t, S^f_c the forward state entering chunk c (keys before it,
@@ -178,7 +179,9 @@ def bigla_fwd_kernel(
             tf_j = tl.sum(g_j, 0)
             if j < r:  # forward: decays split at block r's start
                 span = before_f - before_fj  # gf over blocks j..r-1
-                k_j *= tl.exp(tl.minimum(span[None, :] - tl.cumsum(g_j, 0), 0.0))
+                k_j *= tl.exp(
+                    tl.minimum(span[None, :] - tl.cumsum(g_j, 0), 0.0)
+                )
                 a = _mm(q_r * tl.exp(cf_r), tl.trans(k_j), DT, DOT)
                 acc += _mm(a, v_j, DT, DOT)
             g_j = _tile(gb, rows_j, ks, sgt, sgd, T, K)
@@ -193,9 +196,17 @@ def bigla_fwd_kernel(
                 for s in range(BC):
                     k_s = _row(k_j, sub, s)
                     after = sub[:, None] >= s
-                    decay = tl.exp(tl.where(after, cf_r - _row(cf_r, sub, s), -float('inf')))
+                    decay = tl.exp(
+                        tl.where(
+                            after, cf_r - _row(cf_r, sub, s), -float('inf')
+                        )
+                    )
                     before = sub[:, None] <= s
-                    decay += tl.exp(tl.where(before, cb_r - _row(cb_r, sub, s), -float('inf')))
+                    decay += tl.exp(
+                        tl.where(
+                            before, cb_r - _row(cb_r, sub, s), -float('inf')
+                        )
+                    )
                     a_s = tl.sum(q_r * k_s[None, :] * decay, 1)
                     acc += a_s[:, None] * _row(v_j, sub, s)[None, :]
             before_fj += tf_j
@@ -303,7 +314,9 @@ def bigla_bwd_kernel(
             if j < r:
                 # Queries r, keys j, forward: split at block r's start.
                 span = before_f - before_fj - tf_j  # blocks j+1..r-1
-                kd_j = k_j * tl.exp(tl.minimum(span[None, :] + tf_j - cf_j, 0.0))
+                kd_j = k_j * tl.exp(
+                    tl.minimum(span[None, :] + tf_j - cf_j, 0.0)
+                )
                 da = _mm(do_r, tl.trans(v_j), DT, DOT) * scale
                 dq_f_in += _mm(da, kd_j, DT, DOT)
                 # Queries j, keys r, backward: split at block r's start.
@@ -316,7 +329,9 @@ def bigla_bwd_kernel(
             if j > r:
                 # Queries r, keys j, backward: split at block r's end.
                 span = before_bj - before_b - tb_r  # blocks r+1..j-1
-                kd_j = k_j * tl.exp(tl.minimum(span[None, :] + tb_j - cb_j, 0.0))
+                kd_j = k_j * tl.exp(
+                    tl.minimum(span[None, :] + tb_j - cb_j, 0.0)
+                )
                 da = _mm(do_r, tl.trans(v_j), DT, DOT) * scale
                 dq_b_in += _mm(da, kd_j, DT, DOT)
                 # Queries j, keys r, forward: split at block r's end.
@@ -331,9 +346,17 @@ def bigla_bwd_kernel(
                     is_s = sub[:, None] == s
                     k_s = _row(k_r, sub, s)
                     after = sub[:, None] >= s
-                    decay_f = tl.exp(tl.where(after, cf_r - _row(cf_r, sub, s), -float('inf')))
+                    decay_f = tl.exp(
+                        tl.where(
+                            after, cf_r - _row(cf_r, sub, s), -float('inf')
+                        )
+                    )
                     before = sub[:, None] <= s
-                    decay_b = tl.exp(tl.where(before, cb_r - _row(cb_r, sub, s), -float('inf')))
+                    decay_b = tl.exp(
+                        tl.where(
+                            before, cb_r - _row(cb_r, sub, s), -float('inf')
+                        )
+                    )
                     da_s = tl.sum(do_r * _row(v_r, sub, s)[None, :], 1) * scale
                     dq_f += da_s[:, None] * k_s[None, :] * decay_f
                     dq_b += da_s[:, None] * k_s[None, :] * decay_b

@@ -1,0 +1,128 @@
+"""mmlvit's fused bidirectional GLA Triton kernels on CPU tensors, under
+Triton's interpreter.
+
+Run as a script (test_gla_triton.py does, in a fresh process:
+TRITON_INTERPRET must be set before triton is imported). Prints one JSON
+line: for each check, the largest absolute difference of the output and of
+every gradient from a float64 oracle (the explicit bidirectional map of
+``mmlvit.ops.gla.naive`` times v), the oracle's largest magnitudes, the
+dtypes and the strides the kernels received, and seconds per check.
+Arguments: names of checks to run (default: all), so a test can rerun one.
+"""
+
+import json
+import os
+import sys
+import time
+
+if 'triton' in sys.modules:
+    raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
+os.environ['TRITON_INTERPRET'] = '1'
+
+import torch  # noqa: E402
+from gla_inputs import grads, inputs  # noqa: E402
+
+from mmlvit.ops.gla import bidirectional_gla_map, triton_backend  # noqa: E402
+
+NAMES = 'q k v g_fwd g_bwd'.split()
+DTYPES = {
+    'fp32': torch.float32,
+    'bf16': torch.bfloat16,
+    'fp16': torch.float16,
+}
+
+
+def oracle(q, k, v, g_fwd, g_bwd, scale):
+    """float64 ``A v`` with A the explicit bidirectional map."""
+    q, k, v, g_fwd, g_bwd = (t.double() for t in (q, k, v, g_fwd, g_bwd))
+    return bidirectional_gla_map(q, k, g_fwd, g_bwd, scale) @ v
+
+
+def compare(tensors, scale=0.4):
+    """The triton path against :func:`oracle`, output and gradients, with
+    the strides and dtypes that reached the kernels."""
+    seen = {}
+    forward = triton_backend.forward
+
+    def recording(q, k, v, g_fwd, g_bwd, scale):
+        seen.update(q=q.stride(), k=k.stride(), v=v.stride())
+        seen.update(dtype=str(q.dtype), gate_dtype=str(g_fwd.dtype))
+        return forward(q, k, v, g_fwd, g_bwd, scale)
+
+    triton_backend.forward = recording
+    try:
+        out = triton_backend.bidirectional_triton(*tensors, scale)
+        fn = lambda *a: triton_backend.bidirectional_triton(*a, scale)  # noqa: E731
+        got = grads(fn, tensors)
+    finally:
+        triton_backend.forward = forward
+    ref = oracle(*tensors, scale)
+    want = grads(lambda *a: oracle(*a, scale), tensors)
+    return dict(
+        dtype=str(out.dtype),
+        finite=bool(out.isfinite().all())
+        and all(bool(g.isfinite().all()) for g in got),
+        out=(out.double() - ref).abs().max().item(),
+        out_scale=ref.abs().max().item(),
+        grads={
+            n: (a.double() - b).abs().max().item()
+            for n, a, b in zip(NAMES, got, want)
+        },
+        grad_scales={n: b.abs().max().item() for n, b in zip(NAMES, want)},
+        grad_dtypes={n: str(a.dtype) for n, a in zip(NAMES, got)},
+        kernel=seen,
+    )
+
+
+def strided(T, dtype, B=1, H=2, d=16):
+    """q, k, v as the attention module makes them: views of one (B, T, 3,
+    H, d) projection, permuted to (B, H, T, d), never copied."""
+    q, k, v, g_fwd, g_bwd = inputs(
+        B=B, H=H, T=T, d=d, dtype=torch.float32, seed=T, gate=2
+    )
+    qkv = torch.stack([q, k, v], dim=2).permute(0, 3, 2, 1, 4).contiguous()
+    q, k, v = qkv.to(dtype).permute(2, 0, 3, 1, 4)
+    return [q, k, v, g_fwd, g_bwd]
+
+
+def check_strided(T, dtype):
+    """(B, T, 3, H, d) views in ``dtype``, fp32 gates."""
+    tensors = strided(T, DTYPES[dtype])
+    report = compare(tensors)
+    report['view_strides'] = tensors[0].stride()
+    return report
+
+
+def check_vanishing(T):
+    """fp32, d_k = 24 (not a power of two), d_v = 16, gates of -30 and -60
+    in places (decays far below fp32's range across them)."""
+    q, k, v, g_fwd, g_bwd = inputs(
+        B=1, H=1, T=T, d=24, dv=16, dtype=torch.float32, seed=7, gate=2
+    )
+    g_fwd[:, :, ::7] = -30.0
+    g_bwd[:, :, 3::11, ::2] = -60.0
+    return compare([q, k, v, g_fwd, g_bwd])
+
+
+CHECKS = {
+    # 3 chunks of 64 (the last partial): both states in the middle one.
+    'strided fp32 T=150': (check_strided, (150, 'fp32')),
+    'vanishing fp32 T=80': (check_vanishing, (80,)),
+    'strided bf16 T=80': (check_strided, (80, 'bf16')),
+    'strided fp16 T=80': (check_strided, (80, 'fp16')),
+}
+
+
+def main(names):
+    torch.set_num_threads(1)
+    results, seconds = {}, {}
+    for name in names or CHECKS:
+        check, args = CHECKS[name]
+        start = time.perf_counter()
+        results[name] = check(*args)
+        seconds[name] = round(time.perf_counter() - start, 2)
+    print(json.dumps(dict(results=results, seconds=seconds)))
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])

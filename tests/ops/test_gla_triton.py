@@ -1,0 +1,202 @@
+"""The triton backend of mmlvit.ops.gla (our fused bidirectional kernels):
+backend choice, the kernels on CPU under Triton's interpreter against a
+float64 oracle (gla_triton_interpreter.py, in a subprocess), and at real
+sizes on CUDA against the PyTorch path."""
+
+import atexit
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from gla_inputs import inputs
+
+import mmlvit.ops.gla.dispatch as dispatch
+from mmlvit.ops import bidirectional_gla
+
+INTERPRETER_SCRIPT = Path(__file__).with_name('gla_triton_interpreter.py')
+
+# ----------------------------------------------------- backend choice
+
+
+def test_triton_backend_on_cpu_raises_clearly():
+    q, k, v, g = inputs(T=9)
+    with pytest.raises(RuntimeError, match="backend='triton'.*need CUDA"):
+        bidirectional_gla(q, k, v, g, g, backend='triton')
+
+
+def test_auto_picks_triton_on_cuda_where_the_kernels_apply(monkeypatch):
+    resolve = dispatch.resolve_backend
+    monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
+    cuda = torch.device('cuda')
+    assert resolve('auto', cuda) == 'triton'
+    assert resolve('auto', cuda, supported=False) == 'torch'
+    assert resolve('auto', torch.device('cpu')) == 'torch'
+    assert resolve('triton', cuda) == 'triton'
+
+
+def test_unsupported_inputs_are_named():
+    reason = dispatch.unsupported_reason
+    q = torch.empty(1, 1, 4, 64)
+    assert reason(q, q) is None
+    assert reason(q.half(), q.bfloat16()) is None
+    assert '128' in reason(torch.empty(1, 1, 4, 256), q)
+    assert 'float64' in reason(q.double(), q)
+
+
+def test_auto_on_cpu_never_calls_triton(monkeypatch):
+    def fail(*args):
+        raise AssertionError('triton path taken on CPU')
+
+    monkeypatch.setattr(dispatch, 'bidirectional_triton', fail)
+    q, k, v, g = inputs(T=9)
+    bidirectional_gla(q, k, v, g, g)  # backend='auto'
+
+
+# ------------------------------------ the kernels under the interpreter
+
+
+def _start_interpreter():
+    """Start gla_triton_interpreter.py in a fresh interpreter with
+    TRITON_INTERPRET=1 (read when triton is imported) on CPU only, when
+    this module is collected, so that its ~40 s of single-threaded work
+    overlap the rest of the suite; killed at exit if no test read it."""
+    env = dict(os.environ, TRITON_INTERPRET='1', CUDA_VISIBLE_DEVICES='')
+    env.setdefault('OMP_NUM_THREADS', '1')
+    process = subprocess.Popen(
+        [sys.executable, str(INTERPRETER_SCRIPT)],
+        cwd=INTERPRETER_SCRIPT.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    atexit.register(process.kill)
+    return process
+
+
+_INTERPRETER = _start_interpreter()
+
+
+@pytest.fixture(scope='module')
+def interpreted():
+    """The report of gla_triton_interpreter.py."""
+    stdout, stderr = _INTERPRETER.communicate(timeout=900)
+    assert _INTERPRETER.returncode == 0, stderr[-4000:]
+    return json.loads(stdout.strip().splitlines()[-1])['results']
+
+
+def assert_close(report, rtol):
+    """Finite; output and every gradient within ``rtol`` of the oracle's
+    largest magnitude."""
+    assert report['finite'], report
+    assert report['out'] <= rtol * report['out_scale'], report
+    assert set(report['grads']) == {'q', 'k', 'v', 'g_fwd', 'g_bwd'}
+    for name, error in report['grads'].items():
+        assert error <= rtol * report['grad_scales'][name], (name, report)
+
+
+def test_fp32_output_and_gradients_equal_oracle(interpreted):
+    """T = 150: three chunks of 64, the last one partial, so the middle
+    chunk receives a state from each side; d = 16, two heads."""
+    report = interpreted['strided fp32 T=150']
+    assert report['dtype'] == 'torch.float32'
+    assert_close(report, rtol=2e-5)
+
+
+def test_strided_views_reach_the_kernels_uncopied(interpreted):
+    """q, k, v as the module makes them, views of one (B, N, 3, H, d)
+    projection: the kernels get their strides, no contiguous copy."""
+    for name in ('strided fp32 T=150', 'strided bf16 T=80'):
+        report = interpreted[name]
+        strides = report['view_strides']
+        assert strides[-2] == 3 * 2 * 16  # 3 H d between tokens
+        for t in 'qkv':
+            assert report['kernel'][t] == strides, name
+
+
+def test_vanishing_gates_stay_finite_and_exact(interpreted):
+    """Log-gates of -30 and -60 in places (decays of e^-30 per token and
+    far below fp32's range across several), d_k = 24 (not a power of
+    two), d_v = 16."""
+    assert_close(interpreted['vanishing fp32 T=80'], rtol=2e-5)
+
+
+@pytest.mark.parametrize('dtype, rtol', [('bf16', 2e-2), ('fp16', 3e-3)])
+def test_half_inputs_keep_dtype_and_match_oracle(interpreted, dtype, rtol):
+    """bf16 / fp16 q, k, v (fp32 gates), T = 80 (two chunks): output and
+    q, k, v gradients in the input dtype, gate gradients in fp32, within
+    the input precision of the float64 oracle of the same rounded
+    inputs."""
+    report = interpreted[f'strided {dtype} T=80']
+    name = {'bf16': 'torch.bfloat16', 'fp16': 'torch.float16'}[dtype]
+    assert report['dtype'] == report['kernel']['dtype'] == name
+    assert report['kernel']['gate_dtype'] == 'torch.float32'
+    assert report['grad_dtypes'] == dict(
+        q=name, k=name, v=name, g_fwd='torch.float32', g_bwd='torch.float32'
+    )
+    assert_close(report, rtol=rtol)
+
+
+# --------------------------------------------------------- CUDA only
+
+
+def _cuda_inputs(T, dtype, B=2, H=12, d=64):
+    """A (B, T, 3, H, d) projection's q, k, v views in ``dtype`` and the
+    module's gates (logsigmoid / 16), fp32."""
+    q, k, v, g_fwd, g_bwd = inputs(
+        B=B, H=H, T=T, d=d, dtype=torch.float32, seed=T, gate=2
+    )
+    qkv = torch.stack([q, k, v], dim=2).permute(0, 3, 2, 1, 4).cuda()
+    q, k, v = qkv.to(dtype).permute(2, 0, 3, 1, 4)
+    return [q, k, v, g_fwd.cuda() / 16, g_bwd.cuda() / 16]
+
+
+@pytest.mark.cuda
+def test_auto_picks_triton_on_cuda():
+    q = torch.empty(1, 1, 4, 64, device='cuda')
+    assert dispatch.resolve_backend('auto', q.device) == 'triton'
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize('T', [785, 4097])
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float32])
+def test_triton_equals_torch_path_on_cuda(T, dtype):
+    """B = 2, H = 12, d = 64 views of one projection: output and all five
+    gradients against the PyTorch path run in fp32 on the same (rounded)
+    inputs. The kernels multiply in the input dtype (TF32 for fp32)."""
+    tensors = [t.requires_grad_() for t in _cuda_inputs(T, dtype)]
+    exact = [t.detach().float().requires_grad_() for t in tensors]
+    out = bidirectional_gla(*tensors, backend='triton')
+    ref = bidirectional_gla(*exact, backend='torch')
+    assert out.dtype == dtype
+    rtol = 2e-2 if dtype == torch.bfloat16 else 5e-3
+    torch.testing.assert_close(
+        out.float(), ref, rtol=rtol, atol=rtol * ref.abs().max().item()
+    )
+    w = torch.randn_like(ref)
+    got = torch.autograd.grad(out, tensors, w.to(dtype))
+    want = torch.autograd.grad(ref, exact, w)
+    for name, a, b in zip('q k v g_fwd g_bwd'.split(), got, want):
+        assert a.dtype == (dtype if name in 'qkv' else torch.float32)
+        torch.testing.assert_close(
+            a.float(), b, rtol=rtol, atol=rtol * b.abs().max().item(),
+            msg=name,
+        )  # fmt: skip
+
+
+@pytest.mark.cuda
+def test_triton_vanishing_gates_on_cuda():
+    q, k, v, g_fwd, g_bwd = _cuda_inputs(785, torch.float32, B=1, H=2)
+    g_fwd[:, :, ::7] = -30.0
+    g_bwd[:, :, 3::11] = -60.0
+    tensors = [t.requires_grad_() for t in (q, k, v, g_fwd, g_bwd)]
+    out = bidirectional_gla(*tensors, backend='triton')
+    ref = bidirectional_gla(*tensors, backend='torch')
+    tol = dict(rtol=5e-3, atol=5e-3 * ref.abs().max().item())
+    torch.testing.assert_close(out, ref, **tol)
+    for a in torch.autograd.grad(out, tensors, torch.ones_like(out)):
+        assert a.isfinite().all()
