@@ -150,7 +150,7 @@ def make_step(name, num_tokens, args):
             dict(
                 type=name, embed_dims=args.embed_dims, num_heads=args.num_heads
             )
-        )
+        ).to(args.device)
         x = torch.randn(1, n, args.embed_dims, requires_grad=True)
         grad = torch.randn(1, n, args.embed_dims)
 
