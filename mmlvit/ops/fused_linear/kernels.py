@@ -30,6 +30,14 @@ import triton.language as tl
 
 ELU, RELU, IDENTITY, INLINE, MHLA = 0, 1, 2, 3, 4
 
+# Sizes are not specialised on (Triton would compile again for a size of 1
+# or a multiple of 16), so one compilation per mode, dtype and head width
+# serves every batch, resolution and split; strides still are.
+SIZES = [
+    'H', 'DK', 'DV', 'seg_len', 'grid_h', 'grid_w', 'block_h', 'block_w',
+    'side',
+]  # fmt: skip
+
 
 @triton.jit
 def _phi(x, MODE: tl.constexpr):
@@ -124,7 +132,7 @@ def _state_offsets(index, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr):
     return s, base * BLOCK_K + ck, base * BLOCK_V + cv
 
 
-@triton.jit
+@triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
 def state_kernel(
     k_ptr, v_ptr, s_ptr, z_ptr, zv_ptr,
     skb, skh, skn, svb, svh, svn,
@@ -164,7 +172,7 @@ def state_kernel(
     tl.store(zv_ptr + offsets[2], zv)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=SIZES + ['tiles_per_seg'])
 def output_kernel(
     q_ptr, o_ptr, s_ptr, z_ptr, zv_ptr,
     sqb, sqh, sqn, sob, soh, son,
@@ -203,7 +211,7 @@ def output_kernel(
     _store(o_ptr, sob, soh, son, bh, H, tokens, valid, cv, DV, o)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
 def query_grad_kernel(
     q_ptr, do_ptr, dq_ptr, s_ptr, z_ptr, zv_ptr, ds_ptr, dz_ptr, dzv_ptr,
     sqb, sqh, sqn, sdob, sdoh, sdon, sdqb, sdqh, sdqn,
@@ -271,7 +279,7 @@ def query_grad_kernel(
     tl.store(dzv_ptr + offsets[2], dzv)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=SIZES + ['tiles_per_seg'])
 def key_value_grad_kernel(
     k_ptr, v_ptr, dk_ptr, dv_ptr, ds_ptr, dz_ptr, dzv_ptr,
     skb, skh, skn, svb, svh, svn,
