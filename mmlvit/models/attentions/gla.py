@@ -40,8 +40,10 @@ class GatedLinearAttention(BaseAttention):
         gate_low_rank (int): Rank r of the gate projection. Defaults to 16.
         gate_temperature (float): Divides the log-sigmoid gate logits.
             Defaults to 16.
-        backend (str): ``'auto'``, ``'torch'`` or ``'fla'``, see
-            :func:`~mmlvit.ops.gla.bidirectional_gla`. Defaults to 'auto'.
+        backend (str): ``'auto'`` (our fused Triton kernels on CUDA, the
+            PyTorch scan elsewhere), ``'torch'``, ``'triton'`` or ``'fla'``,
+            see :func:`~mmlvit.ops.gla.bidirectional_gla`. Defaults to
+            'auto'.
         chunk_size (int): Chunk of the PyTorch scan, a power of two.
             Defaults to 64.
         **kwargs: :class:`BaseAttention`'s arguments (``embed_dims``,

@@ -29,12 +29,26 @@ wrong), so operands are rounded to ``DT`` first either way.
 import triton
 import triton.language as tl
 
+NEG = tl.constexpr(float('-inf'))  # masked log-decays
+
+# Sizes that vary between calls are not specialised on (e.g. B = 1), so one
+# compilation per dtype and head width serves every batch and length.
+SIZES = ['T', 'B', 'H', 'NT']
+
 
 @triton.jit
 def _tile(ptr, rows, cols, stride_t, stride_d, T, D):
     """Load ``ptr[rows, cols]`` as fp32, zero outside (T, D)."""
     mask = (rows[:, None] < T) & (cols[None, :] < D)
     offsets = rows[:, None] * stride_t + cols[None, :] * stride_d
+    return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _vec(ptr, row, cols, stride_t, stride_d, T, D):
+    """Load ``ptr[row, cols]`` as an fp32 (D,) vector, zero outside."""
+    mask = (cols < D) & (row < T)
+    offsets = row * stride_t + cols * stride_d
     return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
 
 
@@ -53,17 +67,11 @@ def _mm(a, b, DT: tl.constexpr, DOT: tl.constexpr):
 
 
 @triton.jit
-def _row(x, rows, i):
-    """Row ``i`` of the (BC, D) tile ``x`` as a (D,) vector."""
-    return tl.sum(tl.where(rows[:, None] == i, x, 0.0), 0)
-
-
-@triton.jit
 def _base(ptr, i_b, i_h, stride_b, stride_h):
     return ptr + i_b.to(tl.int64) * stride_b + i_h.to(tl.int64) * stride_h
 
 
-@triton.jit
+@triton.jit(do_not_specialize=SIZES)
 def chunk_states_kernel(
     x, y, g0, g1, out,
     sxb, sxh, sxt, sxd, syb, syh, syt, syd,
@@ -107,10 +115,9 @@ def chunk_states_kernel(
         tl.store(out + c.to(tl.int64) * K * V + out_offsets, state, out_mask)
         b_x = _tile(x, rows, ks, sxt, sxd, T, K)
         b_y = _tile(y, rows, vs, syt, syd, T, V)
-        if i_dir == 0:
-            b_g = _tile(g0, rows, ks, s0t, s0d, T, K)
-        else:
-            b_g = _tile(g1, rows, ks, s1t, s1d, T, K)
+        # One of the two loads is fully masked: no branch in the loop.
+        b_g = _tile(g0, rows, ks, s0t, s0d, T * (1 - i_dir), K)
+        b_g += _tile(g1, rows, ks, s1t, s1d, T * i_dir, K)
         prefix = tl.cumsum(b_g, 0)
         total = tl.sum(b_g, 0)
         # Exclusive: to the chunk's end (direction 0) or start (1).
@@ -122,7 +129,7 @@ def chunk_states_kernel(
         state += _mm(tl.trans(b_x), b_y, DT, DOT)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=SIZES)
 def bigla_fwd_kernel(
     q, k, v, gf, gb, states, o,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
@@ -193,22 +200,25 @@ def bigla_fwd_kernel(
                 a = _mm(q_r * tl.exp(cb_r), tl.trans(k_j), DT, DOT)
                 acc += _mm(a, v_j, DT, DOT)
             if j == r:  # exact decays, one key at a time
+                # Gates summed over the block's rows <= s (forward) and
+                # < s (backward), carried along the loop.
+                gf_s = tl.zeros([BK], dtype=tl.float32)
+                gb_s = tl.zeros([BK], dtype=tl.float32)
                 for s in range(BC):
-                    k_s = _row(k_j, sub, s)
+                    row = i_c * BT + r * BC + s
+                    k_s = _vec(k, row, ks, skt, skd, T, K)
+                    gf_s += _vec(gf, row, ks, sft, sfd, T, K)
+                    cb_s = tb_r - gb_s
+                    gb_s += _vec(gb, row, ks, sgt, sgd, T, K)
                     after = sub[:, None] >= s
-                    decay = tl.exp(
-                        tl.where(
-                            after, cf_r - _row(cf_r, sub, s), -float('inf')
-                        )
-                    )
+                    decay = tl.exp(tl.where(after, cf_r - gf_s[None, :], NEG))
                     before = sub[:, None] <= s
                     decay += tl.exp(
-                        tl.where(
-                            before, cb_r - _row(cb_r, sub, s), -float('inf')
-                        )
+                        tl.where(before, cb_r - cb_s[None, :], NEG)
                     )
                     a_s = tl.sum(q_r * k_s[None, :] * decay, 1)
-                    acc += a_s[:, None] * _row(v_j, sub, s)[None, :]
+                    v_s = _vec(v, row, vs, svt, svd, T, V)
+                    acc += a_s[:, None] * v_s[None, :]
             before_fj += tf_j
             before_bj += tb_j
         _put(o, acc * scale, rows_r, vs, sot, sod, T, V)
@@ -216,7 +226,7 @@ def bigla_fwd_kernel(
         before_b += tb_r
 
 
-@triton.jit
+@triton.jit(do_not_specialize=SIZES)
 def bigla_bwd_kernel(
     q, k, v, gf, gb, do, states, d_states, dq, dk, dv, dg,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
@@ -342,22 +352,25 @@ def bigla_bwd_kernel(
                 da = _mm(do_j, tl.trans(v_r), DT, DOT) * scale
                 dk_f_in += _mm(tl.trans(da), qd_j, DT, DOT)
             if j == r:  # exact decays, one key s at a time
+                gf_s = tl.zeros([BK], dtype=tl.float32)
+                gb_s = tl.zeros([BK], dtype=tl.float32)
                 for s in range(BC):
+                    row = i_c * BT + r * BC + s
                     is_s = sub[:, None] == s
-                    k_s = _row(k_r, sub, s)
+                    k_s = _vec(k, row, ks, skt, skd, T, K)
+                    gf_s += _vec(gf, row, ks, sft, sfd, T, K)
+                    cb_s = tb_r - gb_s
+                    gb_s += _vec(gb, row, ks, sgt, sgd, T, K)
                     after = sub[:, None] >= s
                     decay_f = tl.exp(
-                        tl.where(
-                            after, cf_r - _row(cf_r, sub, s), -float('inf')
-                        )
+                        tl.where(after, cf_r - gf_s[None, :], NEG)
                     )
                     before = sub[:, None] <= s
                     decay_b = tl.exp(
-                        tl.where(
-                            before, cb_r - _row(cb_r, sub, s), -float('inf')
-                        )
+                        tl.where(before, cb_r - cb_s[None, :], NEG)
                     )
-                    da_s = tl.sum(do_r * _row(v_r, sub, s)[None, :], 1) * scale
+                    v_s = _vec(v, row, vs, svt, svd, T, V)
+                    da_s = tl.sum(do_r * v_s[None, :], 1) * scale
                     dq_f += da_s[:, None] * k_s[None, :] * decay_f
                     dq_b += da_s[:, None] * k_s[None, :] * decay_b
                     dk_s = tl.sum(da_s[:, None] * q_r * decay_f, 0)
@@ -382,7 +395,7 @@ def bigla_bwd_kernel(
         before_b += tb_r
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['T', 'NT'])
 def gate_grad_cumsum_kernel(
     dg, T, NT, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr
 ):
@@ -401,9 +414,8 @@ def gate_grad_cumsum_kernel(
         c = n + (1 - i_dir) * (NT - 1 - 2 * n)
         rows = c * BT + tl.arange(0, BT)
         x = _tile(dg, rows, ks, K, 1, T, K)
-        if i_dir == 0:
-            sums = tl.cumsum(x, 0, reverse=True)
-        else:
-            sums = tl.cumsum(x, 0)
+        sums = tl.where(
+            i_dir == 0, tl.cumsum(x, 0, reverse=True), tl.cumsum(x, 0)
+        )
         _put(dg, sums + carry[None, :], rows, ks, K, 1, T, K)
         carry += tl.sum(x, 0)
