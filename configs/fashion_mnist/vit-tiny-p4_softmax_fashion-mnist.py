@@ -7,8 +7,5 @@ _base_ = [
     '../_base_/default_runtime.py',
 ]
 
-# Log every 50 iterations; keep the last two epochs' checkpoints and the best.
-default_hooks = dict(
-    logger=dict(interval=50),
-    checkpoint=dict(max_keep_ckpts=2, save_best='auto'),
-)
+# Keep the last two epochs' checkpoints and the best.
+default_hooks = dict(checkpoint=dict(max_keep_ckpts=2, save_best='auto'))

@@ -97,6 +97,19 @@ def test_config_heads_match_data(path):
     assert model.head.num_classes == cfg.data_preprocessor.num_classes, path
 
 
+LOG_INTERVAL = 20  # iterations; an epoch's end is logged anyway
+
+
+def test_every_config_logs_progress_every_20_iterations():
+    """A run never goes quiet for long: every shipped config, dense ones
+    included, logs training progress at least every 20 iterations
+    (mmengine's LoggerHook also logs the last iteration of every epoch)."""
+    for path in EXPERIMENTS + DENSE_EXPERIMENTS:
+        logger = load(path).default_hooks.logger
+        assert logger.type.endswith('LoggerHook'), path
+        assert logger.interval <= LOG_INTERVAL, (path, logger.interval)
+
+
 def test_no_config_lists_the_mhla_clamp_hook():
     """MHLA keeps its mixing matrix in range itself: no config needs
     MHLAMixingClampHook (which now only warns)."""

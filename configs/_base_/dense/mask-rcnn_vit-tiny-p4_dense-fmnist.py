@@ -43,7 +43,7 @@ model = dict(
 
 custom_imports = dict(imports=['mmlvit'], allow_failed_imports=False)
 default_hooks = dict(
-    logger=dict(interval=25),
+    logger=dict(interval=20),
     checkpoint=dict(type='mmpretrain.SafeCheckpointHook', interval=2,
                     max_keep_ckpts=1, save_best='coco/segm_mAP',
                     rule='greater'),

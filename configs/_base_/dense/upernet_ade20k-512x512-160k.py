@@ -28,6 +28,7 @@ param_scheduler = [
 # model), named in mmpretrain's registry where mmlvit registers them.
 custom_imports = dict(imports=['mmlvit'], allow_failed_imports=False)
 default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=20),  # progress every 20 iters
     checkpoint=dict(type='mmpretrain.SafeCheckpointHook'),
     random_state=dict(type='mmpretrain.RandomStateHook'),
     strict_load=dict(type='mmpretrain.StrictLoadHook'),

@@ -54,7 +54,7 @@ model = dict(
 custom_imports = dict(imports=['mmlvit'], allow_failed_imports=False)
 default_hooks = dict(
     timer=dict(type='IterTimerHook'),
-    logger=dict(type='LoggerHook', interval=25),
+    logger=dict(type='LoggerHook', interval=20),
     param_scheduler=dict(type='ParamSchedulerHook'),
     checkpoint=dict(type='mmpretrain.SafeCheckpointHook', interval=2,
                     max_keep_ckpts=1, save_best='mIoU', rule='greater'),
