@@ -16,12 +16,13 @@ import os
 import os.path as osp
 
 import torch
-from mmengine.config import Config, DictAction
+from mmengine.config import DictAction
 from mmengine.registry import init_default_scope
 from mmengine.runner import set_random_seed
 from mmpretrain.registry import MODELS
 
 from mmlvit.engine.hooks.init_hook import SoftmaxToLinearInitHook, find_student
+from mmlvit.engine.logs import INIT_DUMP, drop_messages, read_config
 from mmlvit.transfer import COMPONENTS, FORMATS, setting_names
 
 
@@ -94,7 +95,7 @@ def check_out(path):
 def main(argv=None):
     args = parse_args(argv)
     check_out(args.out)
-    cfg = Config.fromfile(args.config)
+    cfg = read_config(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
@@ -103,7 +104,10 @@ def main(argv=None):
         seed = (cfg.get('randomness') or {}).get('seed') or 0
     set_random_seed(seed)
     model = MODELS.build(cfg.model)
-    model.init_weights()
+    # Outside a runner mmengine prints each tensor's init (about 1,400
+    # lines for a ViT): the copy table below says what matters.
+    with drop_messages(INIT_DUMP):
+        model.init_weights()
     hook = SoftmaxToLinearInitHook(
         args.checkpoint, args.setting, args.components, args.format
     )

@@ -9,9 +9,7 @@ import argparse
 import os
 import os.path as osp
 
-from mmengine.config import Config, DictAction
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
+from mmengine.config import DictAction
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.datasets import check_data_roots
@@ -21,6 +19,9 @@ from mmlvit.engine.dist import (
     init_cpu_distributed,
 )
 from mmlvit.engine.fsdp import check_sharded_checkpoint
+from mmlvit.engine.logs import read_config
+from mmlvit.engine.optim_wrapper import amp_summary
+from mmlvit.engine.runner import build_runner
 
 
 def parse_args(argv=None):
@@ -32,7 +33,8 @@ def parse_args(argv=None):
     parser.add_argument(
         '--amp',
         action='store_true',
-        help='test with automatic mixed precision',
+        help='test with automatic mixed precision (float16 autocast on a '
+        'GPU, bfloat16 on the CPU)',
     )
     parser.add_argument(
         '--cfg-options',
@@ -75,16 +77,14 @@ def merge_args(cfg, args):
 
 def main(argv=None):
     args = parse_args(argv)
-    cfg = merge_args(Config.fromfile(args.config), args)
+    cfg = merge_args(read_config(args.config), args)
     check_config(cfg, train=False)
     check_data_roots(cfg, loaders=('test_dataloader',))
     check_sharded_checkpoint(cfg, args.checkpoint)
     init_cpu_distributed(cfg)
-    runner = (
-        Runner.from_cfg(cfg)
-        if 'runner_type' not in cfg
-        else RUNNERS.build(cfg)
-    )
+    runner = build_runner(cfg)
+    if args.amp and amp_summary():
+        runner.logger.info(amp_summary())
     with explain_collective_timeout(cfg):
         metrics = runner.test()
     if args.out:

@@ -12,9 +12,7 @@ import os
 import os.path as osp
 
 import torch
-from mmengine.config import Config, DictAction
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
+from mmengine.config import DictAction
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.datasets import check_data_roots
@@ -23,7 +21,9 @@ from mmlvit.engine.dist import (
     explain_collective_timeout,
     init_cpu_distributed,
 )
-from mmlvit.engine.optim_wrapper import amp_type
+from mmlvit.engine.logs import read_config
+from mmlvit.engine.optim_wrapper import amp_summary, amp_type
+from mmlvit.engine.runner import build_runner
 
 DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 
@@ -43,7 +43,10 @@ def parse_args(argv=None):
         'checkpoint in the work directory',
     )
     parser.add_argument(
-        '--amp', action='store_true', help='automatic mixed precision training'
+        '--amp',
+        action='store_true',
+        help='automatic mixed precision training (float16 autocast with '
+        'loss scaling on a GPU, bfloat16 autocast on the CPU)',
     )
     parser.add_argument(
         '--no-validate',
@@ -118,6 +121,9 @@ def merge_args(cfg, args):
             cfg.optim_wrapper.get('type', 'OptimWrapper')
         )
         cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+        # Validation autocasts as tools/test.py --amp does.
+        if cfg.get('val_cfg') is not None:
+            cfg.val_cfg.fp16 = True
     if args.resume == 'auto':
         cfg.resume, cfg.load_from = True, None
     elif args.resume is not None:
@@ -132,17 +138,13 @@ def merge_args(cfg, args):
 
 def main(argv=None):
     args = parse_args(argv)
-    cfg = merge_args(Config.fromfile(args.config), args)
-    # runner_type='FlexibleRunner' + strategy=dict(type='FSDPStrategy') in a
-    # config selects mmengine's FSDP strategy.
+    cfg = merge_args(read_config(args.config), args)
     check_config(cfg)
     check_data_roots(cfg)
     init_cpu_distributed(cfg)
-    runner = (
-        Runner.from_cfg(cfg)
-        if 'runner_type' not in cfg
-        else RUNNERS.build(cfg)
-    )
+    runner = build_runner(cfg)
+    if args.amp and amp_summary():
+        runner.logger.info(amp_summary())
     with explain_collective_timeout(cfg):
         runner.train()
 

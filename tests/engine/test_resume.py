@@ -150,3 +150,63 @@ def test_auto_resume_refuses_to_start_over_when_no_checkpoint_loads(
     with pytest.raises(CheckpointError, match='none can be resumed'):
         runner.train()
     assert (work_dir / 'epoch_2.pth').read_bytes() == b'not a checkpoint'
+
+
+class RecordLR(Hook):
+    """The first parameter group's learning rate at every iteration."""
+
+    def __init__(self):
+        self.lrs = {}
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None):
+        group = runner.optim_wrapper.optimizer.param_groups[0]
+        self.lrs[runner.iter] = group['lr']
+
+
+def test_resume_with_more_epochs_follows_the_longer_schedule(
+    finished, tmp_path, repo_root
+):
+    """Two finished epochs (warm-up, then cosine to 1e-6) resumed with
+    max_epochs=3: the schedule is rebuilt for 3 epochs, so the third epoch
+    trains at exactly the learning rates of a run of 3 epochs from the
+    start, not at the finished cosine's minimum."""
+    three = dict(train_cfg=dict(max_epochs=3))
+    straight = build_runner(repo_root, SOFTMAX, tmp_path / 'a', **three)
+    expected = RecordLR()
+    straight.register_hook(expected)
+    straight.train()
+
+    work_dir = tmp_path / 'b'
+    shutil.copytree(finished, work_dir)
+    resumed = build_runner(repo_root, SOFTMAX, work_dir, resume=True, **three)
+    got = RecordLR()
+    resumed.register_hook(got)
+    resumed.train()
+    third = {i: lr for i, lr in expected.lrs.items() if i >= 8}
+    assert sorted(got.lrs) == sorted(third) == list(range(8, 12))
+    assert got.lrs == third
+    assert third[8] > 1e-4  # half-way down the cosine, not at 1e-6
+    log = open(resumed.logger.log_file).read()
+    assert 'param_scheduler[1] (CosineAnnealingLR): end 8 -> 12' in log
+    assert 'the parameter schedule is rebuilt' in log
+
+
+def test_resuming_a_finished_run_says_it_is_finished(
+    finished, tmp_path, repo_root
+):
+    work_dir = tmp_path / 'work'
+    shutil.copytree(finished, work_dir)
+    before = sorted(os.listdir(work_dir))
+    runner = build_runner(repo_root, SOFTMAX, work_dir, resume=True)
+    iterations = RecordLR()
+    runner.register_hook(iterations)
+    runner.train()
+    assert not iterations.lrs
+    log = open(runner.logger.log_file).read()
+    assert (
+        f'Nothing to train: {work_dir / "epoch_2.pth"} ends at epoch 2 of '
+        'train_cfg.max_epochs=2, so this run is finished.'
+    ) in log
+    assert 'the parameter schedule is rebuilt' not in log
+    after = sorted(n for n in os.listdir(work_dir) if n in before)
+    assert after == before

@@ -5,6 +5,7 @@ import os
 import os.path as osp
 import re
 from collections import deque
+from contextlib import nullcontext
 
 from mmengine.dist import is_main_process
 from mmengine.hooks import CheckpointHook
@@ -13,6 +14,12 @@ from mmpretrain.registry import HOOKS
 
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
 from mmlvit.engine.atomic_files import atomic_write, leftover_temp_files
+from mmlvit.engine.logs import FILE_CLIENT_DEPRECATION, drop_messages
+from mmlvit.engine.resume_schedule import (
+    finished_message,
+    rebuild_schedule,
+    schedule_changes,
+)
 
 LAST_CHECKPOINT = 'last_checkpoint'
 
@@ -45,7 +52,7 @@ class SafeCheckpointHook(CheckpointHook):
     """mmengine's :class:`~mmengine.hooks.CheckpointHook` for runs that can
     be killed at any moment.
 
-    Takes the same arguments and saves the same files, with three changes:
+    Takes the same arguments and saves the same files, with these changes:
 
     - Every file is complete or absent. Checkpoints and ``last_checkpoint``
       are written to a temporary file in the same folder and renamed
@@ -54,6 +61,10 @@ class SafeCheckpointHook(CheckpointHook):
     - Old checkpoints (``max_keep_ckpts``, the previous ``best_*.pth``) are
       deleted only after the new one is complete, so a kill in between
       never leaves nothing to resume.
+    - Resuming with another training length (e.g. a larger
+      ``train_cfg.max_epochs``) rebuilds the learning-rate schedule for the
+      new length (:mod:`mmlvit.engine.resume_schedule`), with a warning;
+      resuming a finished run logs that there is nothing to train.
     - Automatic resume (``--resume`` without a path) takes the newest
       checkpoint of the work directory that loads and holds the training
       state, with a warning naming any it skipped, instead of trusting
@@ -79,6 +90,28 @@ class SafeCheckpointHook(CheckpointHook):
             if resume_from is not None:
                 runner._load_from = resume_from
 
+    def _unused_file_client(self):
+        """Without ``file_client_args`` mmengine still builds a
+        ``FileClient`` (before training and at every save) that it does not
+        use, and warns that ``FileClient`` is deprecated: drop that
+        warning."""
+        if self.file_client_args is not None:
+            return nullcontext()
+        return drop_messages(*FILE_CLIENT_DEPRECATION)
+
+    def before_train(self, runner):
+        with self._unused_file_client():
+            super().before_train(runner)
+        resumed, self._resumed = getattr(self, '_resumed', None), None
+        if resumed is None:
+            return
+        filename, changes = resumed
+        if changes:
+            rebuild_schedule(runner, changes)
+        finished = finished_message(runner, filename)
+        if finished:
+            print_log(finished, logger='current')
+
     def after_load_checkpoint(self, runner, checkpoint):
         # Runner.resume() reads meta['epoch'] and the optimizer right after
         # this call: a file without them fails there with a bare KeyError
@@ -91,6 +124,15 @@ class SafeCheckpointHook(CheckpointHook):
                 raise CheckpointError(
                     not_resumable_message(runner._load_from, missing)
                 )
+            # The runner's schedulers are still those built for this run's
+            # length; the checkpoint's state replaces them next.
+            self._resumed = (
+                runner._load_from,
+                schedule_changes(
+                    checkpoint.get('param_schedulers'),
+                    runner.param_schedulers,
+                ),
+            )
 
     def _checkpoint_folder(self, runner):
         """The folder checkpoints go to (``before_train`` sets ``out_dir``
@@ -170,17 +212,18 @@ class SafeCheckpointHook(CheckpointHook):
             self.out_dir, ckpt_filename
         )
         runner.message_hub.update_info('last_ckpt', self.last_ckpt)
-        runner.save_checkpoint(
-            self.out_dir,
-            ckpt_filename,
-            self.file_client_args,
-            save_optimizer=self.save_optimizer,
-            save_param_scheduler=self.save_param_scheduler,
-            meta=meta,
-            by_epoch=self.by_epoch,
-            backend_args=self.backend_args,
-            **self.args,
-        )
+        with self._unused_file_client():
+            runner.save_checkpoint(
+                self.out_dir,
+                ckpt_filename,
+                self.file_client_args,
+                save_optimizer=self.save_optimizer,
+                save_param_scheduler=self.save_param_scheduler,
+                meta=meta,
+                by_epoch=self.by_epoch,
+                backend_args=self.backend_args,
+                **self.args,
+            )
         if is_main_process():
             atomic_write(
                 osp.join(runner.work_dir, LAST_CHECKPOINT), self.last_ckpt
@@ -203,7 +246,8 @@ class SafeCheckpointHook(CheckpointHook):
         backend = self.file_backend
         self.file_backend = _DeferredRemoval(backend)
         try:
-            super()._save_best_checkpoint(runner, metrics)
+            with self._unused_file_client():
+                super()._save_best_checkpoint(runner, metrics)
         finally:
             deferred, self.file_backend = self.file_backend, backend
         current = {self.last_ckpt, getattr(self, 'best_ckpt_path', None)}

@@ -11,6 +11,7 @@ from mmengine.model import BaseModel
 from mmpretrain.registry import MODELS
 
 from mmlvit.checkpoint import CheckpointError, first_few, shape_text
+from mmlvit.engine.logs import hide_frozen_teacher_notes
 from mmlvit.transfer import load_softmax_checkpoint
 
 from .recorder import AttentionRecording, attention_modules
@@ -234,6 +235,8 @@ class AttentionDistiller(BaseModel):
         self.teacher_checkpoint = teacher_checkpoint
         load_teacher_weights(self.teacher, teacher_checkpoint)
         self.teacher.requires_grad_(False)
+        # The optimizer constructor would warn once per teacher tensor.
+        hide_frozen_teacher_notes(TEACHER)
         self.teacher.eval()
         self.teacher.is_init = True  # init_weights() must not reset it
         if not distill_losses:
