@@ -24,26 +24,51 @@ from mmlvit.datasets.dense_fashion_mnist import (
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument(
         '--src',
         default='data/fashion_mnist',
-        help='extracted Fashion-MNIST (tools/data/prepare_fashion_mnist.py)',
+        help='extracted Fashion-MNIST (tools/data/prepare_fashion_mnist.py; '
+        'default: %(default)s)',
     )
-    parser.add_argument('--out', default='data/dense_fashion_mnist')
-    parser.add_argument('--num-train', type=int, default=1000)
-    parser.add_argument('--num-test', type=int, default=200)
     parser.add_argument(
-        '--canvas', type=int, default=128, help='canvas side in pixels'
+        '--out',
+        default='data/dense_fashion_mnist',
+        help='folder of the set, the data_root of the dense configs '
+        '(default: %(default)s)',
     )
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument(
+        '--num-train',
+        type=int,
+        default=1000,
+        help='training canvases (default: %(default)s)',
+    )
+    parser.add_argument(
+        '--num-test',
+        type=int,
+        default=200,
+        help='test canvases (default: %(default)s)',
+    )
+    parser.add_argument(
+        '--canvas',
+        type=int,
+        default=128,
+        help='canvas side in pixels (default: %(default)s)',
+    )
+    parser.add_argument(
+        '--seed',
+        type=int,
+        default=0,
+        help='seed of the layout; the same arguments give the same files '
+        '(default: %(default)s)',
+    )
     parser.add_argument(
         '--items',
         type=int,
         nargs=2,
         default=[2, 5],
         metavar=('MIN', 'MAX'),
-        help='fewest and most items drawn per canvas',
+        help='fewest and most items drawn per canvas (default: 2 5)',
     )
     parser.add_argument(
         '--scale',
@@ -51,7 +76,7 @@ def parse_args(argv=None):
         nargs=2,
         default=[1.0, 2.5],
         metavar=('MIN', 'MAX'),
-        help='range of the scale factor of the 28 px items',
+        help='range of the scale factor of the 28 px items (default: 1.0 2.5)',
     )
     return parser.parse_args(argv)
 
