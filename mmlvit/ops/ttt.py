@@ -17,7 +17,6 @@ import torch
 import torch.nn.functional as F
 
 from .precision import fp32_accumulation
-from .tracing import exporting
 
 TTT_INNER_SCALE = 9**-0.5
 
@@ -53,12 +52,23 @@ def _swiglu_inputs(x, w1, w2):
     return (x @ torch.cat([w1, w2], dim=-1)).chunk(2, dim=-1)
 
 
+def _taps(x):
+    """The 9 shifted views of a zero-padded 3x3 neighbourhood, row-major:
+    tap (a, b) of (B, d, H, W) ``x`` is ``x_pad[..., a:a + H, b:b + W]``."""
+    H, W = x.shape[-2:]
+    padded = F.pad(x, (1, 1, 1, 1))
+    return [
+        padded[..., a : a + H, b : b + W] for a in range(3) for b in range(3)
+    ]
+
+
 def dwconv_inner_grad(k, v, scale=TTT_INNER_SCALE):
     """Gradient of the depthwise-conv inner loss w.r.t. the 3x3 kernel.
 
     G[c, a, b] = sum_{y, x} k_pad[c, y + a, x + b] E[c, y, x] with
     E = -scale * v / (H*W). The loss is linear in W3, so G does not depend
-    on it.
+    on it. Nine token-wise products and sums (no per-sample convolution,
+    whose B*d groups are slow on GPUs).
 
     Args:
         k, v (Tensor): (B, d, H, W).
@@ -68,9 +78,9 @@ def dwconv_inner_grad(k, v, scale=TTT_INNER_SCALE):
         Tensor: (B, d, 3, 3).
     """
     B, d, H, W = k.shape
-    error = v.reshape(B * d, H * W, 1) * (-scale / (H * W))
-    taps = F.unfold(k.reshape(B * d, 1, H, W), 3, padding=1)  # (Bd, 9, HW)
-    return (taps @ error).reshape(B, d, 3, 3)
+    error = v * (-scale / (H * W))
+    taps = [(tap * error).sum((-2, -1)) for tap in _taps(k)]
+    return torch.stack(taps, dim=-1).reshape(B, d, 3, 3)
 
 
 def _normalised(grad, dim):
@@ -115,34 +125,28 @@ def ttt_dwconv(q, k, v, w3, scale=TTT_INNER_SCALE):
     Returns:
         Tensor: (B, d, H, W) = dwconv3x3(q; W3'), W3' per sample.
     """
-    B, d, H, W = q.shape
+    d = q.shape[1]
     grad = dwconv_inner_grad(k, v, scale)
     w3 = w3.reshape(1, d, 3, 3) - _normalised(grad, dim=(-2, -1))
-    if exporting():
-        return _dwconv3x3_unfolded(q, w3)
-    out = F.conv2d(
-        q.reshape(1, B * d, H, W),
-        w3.reshape(B * d, 1, 3, 3),
-        padding=1,
-        groups=B * d,
-    )
-    return out.reshape(B, d, H, W)
+    return _dwconv3x3(q, w3)
 
 
-def _dwconv3x3_unfolded(x, weight):
-    """``dwconv3x3(x; weight)`` with a kernel per sample, as one product
-    with the unfolded taps: the export path of :func:`ttt_dwconv`, whose
-    grouped conv has B*d groups, a count an exported graph cannot take from
-    a dynamic batch size.
+def _dwconv3x3(x, weight):
+    """``dwconv3x3(x; weight)`` with a kernel per sample, zero padding 1,
+    no bias, as nine token-wise multiply-adds: no grouped convolution of
+    B*d groups (slow on GPUs, and a group count an exported graph cannot
+    take from a dynamic batch size).
 
     Args:
         x (Tensor): (B, d, H, W).
         weight (Tensor): (B, d, 3, 3).
 
     Returns:
-        Tensor: (B, d, H, W), zero padding 1, no bias.
+        Tensor: (B, d, H, W).
     """
-    B, d, H, W = x.shape
-    taps = F.unfold(x.reshape(B * d, 1, H, W), 3, padding=1)  # (Bd, 9, HW)
-    out = weight.reshape(B * d, 1, 9) @ taps
-    return out.reshape(B, d, H, W)
+    taps = weight.flatten(-2)[..., None, None]  # (B, d, 9, 1, 1)
+    out = None
+    for i, tap in enumerate(_taps(x)):
+        term = tap * taps[:, :, i]
+        out = term if out is None else out + term
+    return out

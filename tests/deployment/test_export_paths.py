@@ -8,7 +8,6 @@ import torch.nn.functional as F
 
 import mmlvit.models.attentions.mhla as mhla_module
 import mmlvit.ops.gla.dispatch as gla_dispatch
-import mmlvit.ops.ttt as ttt_ops
 from mmlvit.models.attentions import MHLAttention
 from mmlvit.ops.gla import bidirectional_gla, gla_recurrent
 from mmlvit.ops.gla.traceable import (
@@ -59,19 +58,6 @@ def test_gla_takes_traceable_path_when_exporting(monkeypatch):
     monkeypatch.setattr(gla_dispatch, 'exporting', lambda: True)
     got = bidirectional_gla(q, k, v, g_fwd, g_bwd, backend='fla')
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
-
-
-def test_ttt_unfolded_conv_is_the_grouped_conv(monkeypatch):
-    gen = torch.Generator().manual_seed(0)
-    q, k, v = (
-        torch.randn(3, 4, 5, 7, generator=gen, dtype=torch.float64)
-        for _ in range(3)
-    )
-    w3 = torch.randn(4, 1, 3, 3, generator=gen, dtype=torch.float64)
-    expected = ttt_ops.ttt_dwconv(q, k, v, w3)
-    monkeypatch.setattr(ttt_ops, 'exporting', lambda: True)
-    got = ttt_ops.ttt_dwconv(q, k, v, w3)
-    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_mhla_export_clamps_mixing_as_an_op(monkeypatch):
