@@ -6,6 +6,7 @@ from .conversion import (
     ConversionDiagnosis,
     check_comparable,
     diagnose_conversion,
+    map_total_variation,
 )
 
 __all__ = [
@@ -14,4 +15,5 @@ __all__ = [
     'ConversionDiagnosis',
     'check_comparable',
     'diagnose_conversion',
+    'map_total_variation',
 ]

@@ -17,7 +17,12 @@ hybrid) classifier run on the same images and three things are compared:
   outputs ``backbone.layers.{i}`` (B, N, C);
 - ``map_tv``: for operators that form an N x N map, the mean over rows of
   the total-variation distance 0.5 * sum_j |A_s - A_t| between the student's
-  and the teacher's attention maps (0: same map, 1: disjoint).
+  and the teacher's attention maps, each row first divided by the sum of
+  its absolute values (:func:`map_total_variation`). Softmax and kernel
+  rows are probability rows and stay as they are; signed or unnormalised
+  rows (GLA, InLine) are brought to the same scale, so the value always
+  lies in [0, 1] (0: the same row up to a positive factor; 1: disjoint
+  supports, or opposite signs).
 
 Token sequences are aligned as attention distillation aligns them (patch
 tokens only when one side has a class token). The final features (the
@@ -37,6 +42,30 @@ from mmlvit.models.losses.attention_map_mse import attention_map
 from mmlvit.models.losses.distill_base import match_tokens
 
 BLOCK_METRICS = ('attn_rel_err', 'attn_rel_err_local', 'block_cos', 'map_tv')
+
+
+def map_total_variation(s_map, t_map, eps=1e-12):
+    """Total-variation distance of two attention maps, row by row.
+
+    Each row is divided by the sum of its absolute values (an L1-unit
+    row; a row of zeros stays zero), then ``0.5 * sum_j |a_s - a_t|``.
+    For rows of non-negative weights summing to 1 (softmax, kernel
+    attention) this is the usual total-variation distance; for signed or
+    unnormalised rows (GLA, InLine) it compares the rows' shapes on the
+    same scale. Always in [0, 1].
+
+    Args:
+        s_map, t_map (Tensor): (..., N, N) maps, rows over the last dim.
+
+    Returns:
+        Tensor: (..., N), one distance per row.
+    """
+
+    def unit(rows):
+        rows = rows.float()
+        return rows / rows.abs().sum(-1, keepdim=True).clamp_min(eps)
+
+    return 0.5 * (unit(s_map) - unit(t_map)).abs().sum(-1)
 
 
 class ArchitectureMismatch(ValueError):
@@ -235,7 +264,7 @@ def diagnose_conversion(teacher, student, batches, maps=True, map_images=16):
                 )
                 s_map, t_map = aligned(s_map, t_map, dim=2)
                 s_map, t_map = aligned(s_map, t_map, dim=3)
-                map_tv[i].add(0.5 * (s_map - t_map).abs().sum(-1))
+                map_tv[i].add(map_total_variation(s_map, t_map))
         feature_err.add(s_final - t_final, t_final)
         feature_cos.add(
             F.cosine_similarity(s_final.float(), t_final.float(), -1)

@@ -16,7 +16,11 @@ from mmengine.registry import init_default_scope
 from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 
-from mmlvit.diagnostics import ArchitectureMismatch, diagnose_conversion
+from mmlvit.diagnostics import (
+    ArchitectureMismatch,
+    diagnose_conversion,
+    map_total_variation,
+)
 from mmlvit.transfer import COMPONENTS, apply_init
 
 CONFIG = 'tests/data/configs/tiny_gla_distill_fmnist.py'
@@ -95,6 +99,51 @@ def test_random_student_has_large_error(cfg, teacher, images):
     )
     no_maps = diagnose_conversion(teacher, gla, images, maps=False)
     assert all(math.isnan(row['map_tv']) for row in no_maps.blocks)
+
+
+def test_map_tv_is_total_variation_on_l1_unit_rows():
+    softmax = torch.softmax(torch.randn(3, 5, 5), -1)
+    tv = map_total_variation(softmax, softmax.roll(1, -1))
+    # Probability rows: the usual total-variation distance.
+    assert torch.allclose(
+        tv, 0.5 * (softmax - softmax.roll(1, -1)).abs().sum(-1)
+    )
+    # The same row up to a positive factor: 0.
+    assert map_total_variation(7.0 * softmax, softmax).abs().max() < 1e-6
+    # Disjoint supports and opposite signs: 1.
+    one_hot = torch.eye(4)
+    assert torch.allclose(
+        map_total_variation(one_hot, one_hot.roll(1, -1)), torch.ones(4)
+    )
+    signed = torch.randn(4, 6, 6)
+    assert torch.allclose(
+        map_total_variation(signed, -3.0 * signed), torch.ones(4, 6)
+    )
+    # Signed, unnormalised rows (GLA-like) never leave [0, 1].
+    generator = torch.Generator().manual_seed(0)
+    for scale in (0.1, 1.0, 30.0):
+        rows = scale * torch.randn(64, 9, 9, generator=generator)
+        tv = map_total_variation(rows, torch.softmax(rows.flip(0), -1))
+        assert tv.min() >= 0 and tv.max() <= 1 + 1e-6
+
+
+def test_gla_map_tv_lies_in_zero_one(cfg, teacher, images):
+    """GLA's map (decayed, unnormalised q.k products, of either sign)
+    against the softmax teacher's, for a Random and an MLPCopy student, the
+    latter with queries and keys 10x larger (absolute row sums of about
+    6: without the row scaling, 0.5 * sum_j |A_s - A_t| is about 3.6)."""
+    for setting in ('Random', 'MLPCopy'):
+        gla = linear_copy_of(
+            teacher, cfg.model.student, 'GatedLinearAttention', setting
+        )
+        if setting == 'MLPCopy':
+            with torch.no_grad():
+                for layer in gla.backbone.layers:
+                    layer.attn.qkv.weight[:64].mul_(10.0)
+        diagnosis = diagnose_conversion(teacher, gla, images)
+        for row in diagnosis.blocks:
+            assert row['operator'] == 'gla'
+            assert 0.05 < row['map_tv'] <= 1 + 1e-6, (setting, row)
 
 
 def test_local_error_isolates_the_block(cfg, teacher, images):
