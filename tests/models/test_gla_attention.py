@@ -243,3 +243,33 @@ def test_auto_backend_on_cuda_matches_torch_backend():
     out = m(x, (14, 14))
     ref = m_torch(x, (14, 14))
     torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+
+
+def test_gates_and_output_norm_are_recomputed_in_backward(monkeypatch):
+    """The fp32 gates and output norm keep only their inputs for backward:
+    far fewer saved bytes than without recomputation, same gradients."""
+    from mmlvit.ops import recompute
+
+    def saved_bytes_and_grad():
+        torch.manual_seed(0)
+        attn = MODELS.build(
+            dict(type='GatedLinearAttention', embed_dims=32, num_heads=2)
+        )
+        x = torch.randn(2, 65, 32, requires_grad=True)
+        saved = []
+
+        def pack(t):
+            saved.append(t.numel() * t.element_size())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = attn(x, (8, 8))
+        out.square().sum().backward()
+        return sum(saved), x.grad, attn.gate_up.weight.grad
+
+    recomputed_bytes, grad, gate_grad = saved_bytes_and_grad()
+    monkeypatch.setattr(recompute, 'checkpoint', lambda fn, *a, **k: fn(*a))
+    plain_bytes, plain_grad, plain_gate_grad = saved_bytes_and_grad()
+    assert recomputed_bytes < 0.7 * plain_bytes
+    torch.testing.assert_close(grad, plain_grad)
+    torch.testing.assert_close(gate_grad, plain_gate_grad)

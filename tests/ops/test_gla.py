@@ -376,4 +376,4 @@ def test_bad_arguments_raise():
     with pytest.raises(ValueError, match='v must be'):
         gla_recurrent(q, k, v[:, :, :5], g)
     with pytest.raises(ValueError, match='Unknown GLA backend'):
-        bidirectional_gla(q, k, v, g, g, backend='triton')
+        bidirectional_gla(q, k, v, g, g, backend='cuda')

@@ -10,6 +10,7 @@ from mmlvit.ops.gla import (
     check_backend,
 )
 from mmlvit.ops.precision import fp32_scope
+from mmlvit.ops.recompute import recomputed
 
 from .base import BaseAttention
 
@@ -99,7 +100,10 @@ class GatedLinearAttention(BaseAttention):
     def mix_tokens(self, x, hw_shape):
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token first)."""
         q, k, v = self.split_heads(self.qkv(x))
-        g_fwd, g_bwd = self.log_gates(x)
+        # The gates and the output norm run in fp32 over N-sized tensors:
+        # keep their inputs for backward and recompute the rest (cheap
+        # token-wise work beside the scans and the projections).
+        g_fwd, g_bwd = recomputed(self.log_gates, x)
         o = bidirectional_gla(
             q,
             k,
@@ -109,11 +113,15 @@ class GatedLinearAttention(BaseAttention):
             backend=self.backend,
             chunk_size=self.chunk_size,
         )
-        gate = self.g_proj(x)
+        y = recomputed(self.gated_norm, o, self.g_proj(x))
+        return self.output(y.to(x.dtype))
+
+    def gated_norm(self, o, gate):
+        """``merge_heads(g_norm(o)) * silu(gate)`` in at least fp32 with
+        autocast off: o (B, h, N, d), gate (B, N, C) -> (B, N, C)."""
         with fp32_scope(o, self.g_norm.weight, gate) as (o, weight, gate):
             o = F.rms_norm(o, (self.head_dims,), weight, self.g_norm.eps)
-            y = self.merge_heads(o) * F.silu(gate)
-        return self.output(y.to(x.dtype))
+            return self.merge_heads(o) * F.silu(gate)
 
     def flops(self, num_tokens, hw_shape):
         """Forward FLOPs of the PyTorch chunked path, matrix products only
