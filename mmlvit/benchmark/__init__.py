@@ -3,28 +3,45 @@ clock, peak memory, FLOP counts, a grid runner, tables, verdicts and plots.
 Each tool under ``tools/analysis/benchmark_*.py`` only describes its cases.
 """
 
+from . import plots
 from .flops import CPU_SDPA_FLOPS, FlopCountedStep, count_flops
 from .grid import run_grid
-from .memory import cuda_peak_growth_mib, peak_growth_mib, run_memory_worker
+from .memory import (
+    cuda_peak_growth_mib,
+    memory_table,
+    peak_growth_mib,
+    run_memory_worker,
+    worker_memory_table,
+)
 from .options import (
     DTYPES,
     add_device_arguments,
+    add_memory_worker_argument,
+    add_operator_argument,
+    add_out_dir_argument,
     add_timing_arguments,
     autocast,
     check_device_arguments,
     cuda_unavailable_reason,
     describe_device,
+    operators_or_all,
 )
 from .process import run_case, run_in_child, run_in_process
 from .report import (
+    column_table,
     compare,
+    flop_ceiling_verdict,
+    gflop_text,
+    growth_lines,
     linear_fit_error,
     markdown_table,
     nested_set,
     ratio,
+    ratio_rows,
     status,
     verdict,
     write_json,
+    write_table,
 )
 from .resident_memory import (
     peak_resident_growth_mib,
@@ -47,23 +64,34 @@ __all__ = [
     'Deadline',
     'FlopCountedStep',
     'add_device_arguments',
+    'add_memory_worker_argument',
+    'add_operator_argument',
+    'add_out_dir_argument',
     'add_timing_arguments',
     'autocast',
     'check_device_arguments',
+    'column_table',
     'compare',
     'count_flops',
     'cuda_peak_growth_mib',
     'cuda_unavailable_reason',
     'describe_device',
     'first_call_seconds',
+    'flop_ceiling_verdict',
+    'gflop_text',
+    'growth_lines',
     'interleaved_times',
     'linear_fit_error',
     'markdown_table',
+    'memory_table',
     'measure_step',
     'nested_set',
+    'operators_or_all',
     'peak_growth_mib',
     'peak_resident_growth_mib',
+    'plots',
     'ratio',
+    'ratio_rows',
     'reset_peak_resident',
     'resident_kib',
     'run_case',
@@ -76,5 +104,7 @@ __all__ = [
     'synchronize',
     'time_call',
     'verdict',
+    'worker_memory_table',
     'write_json',
+    'write_table',
 ]

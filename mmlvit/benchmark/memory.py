@@ -47,3 +47,27 @@ def run_memory_worker(script, argv):
         text=True,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def memory_table(make_step, names, keys):
+    """{name: {key: MiB}}: the resident-set growth of one call of
+    ``make_step(name, key)`` after a warm-up call, each step built and
+    dropped in turn (run in a worker, see :func:`worker_memory_table`)."""
+    table = {}
+    for name in names:
+        table[name] = {}
+        for key in keys:
+            step = make_step(name, key)
+            table[name][key] = peak_resident_growth_mib(step)
+            del step
+    return table
+
+
+def worker_memory_table(script, argv):
+    """The :func:`memory_table` a worker (``python script *argv``, see
+    :func:`run_memory_worker`) prints as JSON, integer keys restored."""
+    table = run_memory_worker(script, argv)
+    return {
+        name: {int(key): mib for key, mib in per_key.items()}
+        for name, per_key in table.items()
+    }

@@ -1,6 +1,7 @@
 """The command-line options every benchmark tool shares: the device, the
 autocast dtype and a time budget."""
 
+import argparse
 import contextlib
 
 import torch
@@ -78,20 +79,22 @@ def describe_device(device, dtype, threads=None):
 
 
 def add_timing_arguments(parser, repeats=3, budget_s=60.0, threads=None):
-    """Add ``--repeats``, ``--budget-s`` and ``--threads`` (the timed calls
-    of a case and the CPU threads)."""
+    """Add ``--repeats``, ``--budget-s`` (not for ``budget_s=None``) and
+    ``--threads`` (the timed calls of a case and the CPU threads)."""
     parser.add_argument(
         '--repeats',
         type=int,
         default=repeats,
         help='timed calls per case (max)',
     )
-    parser.add_argument(
-        '--budget-s',
-        type=float,
-        default=budget_s,
-        help='stop repeating once the timed calls of a case took this long',
-    )
+    if budget_s is not None:
+        parser.add_argument(
+            '--budget-s',
+            type=float,
+            default=budget_s,
+            help='stop repeating once the timed calls of a case took this '
+            'long',
+        )
     parser.add_argument(
         '--threads',
         type=int,
@@ -100,3 +103,50 @@ def add_timing_arguments(parser, repeats=3, budget_s=60.0, threads=None):
         'machine 1 avoids timing OpenMP barriers waiting for a preempted '
         'thread (docs/benchmarks.md)',
     )
+
+
+def add_operator_argument(parser, default=None, linear_cost=True):
+    """Add ``--operators``: registered operator names (the linear-cost ones
+    unless ``linear_cost`` is None); the default ``None`` stands for every
+    registered linear-cost one (see :func:`operators_or_all`)."""
+    from mmlvit.models.attentions import registered_operators
+
+    parser.add_argument(
+        '--operators',
+        nargs='+',
+        default=default,
+        choices=registered_operators(linear_cost=linear_cost),
+        metavar='OPERATOR',
+        help='linear attention operators (registered names); default: '
+        + (' '.join(default) if default else 'every registered one'),
+    )
+
+
+def operators_or_all(operators):
+    """``operators``, or every registered linear-cost operator for None."""
+    from mmlvit.models.attentions import registered_operators
+
+    return list(operators or registered_operators(linear_cost=True))
+
+
+def add_out_dir_argument(parser, default, what='the table, figures and plot'):
+    """Add ``--out-dir`` (default ``default``)."""
+    parser.add_argument(
+        '--out-dir',
+        default=default,
+        help=f'where {what} go (default: %(default)s)',
+    )
+
+
+def add_memory_worker_argument(parser, choices=None):
+    """Add the hidden ``--memory-worker`` (a flag, or one of ``choices``):
+    the tool then runs as its own memory worker (see
+    :func:`.memory.run_memory_worker`) and prints its figures as JSON."""
+    if choices is None:
+        parser.add_argument(
+            '--memory-worker', action='store_true', help=argparse.SUPPRESS
+        )
+    else:
+        parser.add_argument(
+            '--memory-worker', choices=choices, help=argparse.SUPPRESS
+        )

@@ -40,50 +40,25 @@ import math
 import os
 import os.path as osp
 import sys
-from functools import partial
 
 import torch
 from mmpretrain.registry import MODELS
 
 import mmlvit  # noqa: F401  (registers the operators)
-from mmlvit.benchmark import (
-    Deadline,
-    add_device_arguments,
-    autocast,
-    check_device_arguments,
-    cuda_peak_growth_mib,
-    describe_device,
-    interleaved_times,
-    linear_fit_error,
-    markdown_table,
-    peak_resident_growth_mib,
-    plots,
-    ratio,
-    run_in_process,
-    run_memory_worker,
-    status,
-    write_json,
-)
+from mmlvit import benchmark as core
+from mmlvit.benchmark import describe_device, linear_fit_error  # noqa: F401
+from mmlvit.benchmark.gla_scan import gla_scan_lines, time_gla_scans
 from mmlvit.models.attentions import registered_operators
 
 REFERENCE = 'SoftmaxAttention'
 TARGET_FRACTION = 0.7  # measured speed-up >= 70% of the FLOP ratio
 TARGET_TOKENS = (3137, 12545)  # ... at these N
-GLA_TARGET = 20.0  # chunked >= 20x faster than the recurrence
 FIGURES = ('seconds', 'first_call_seconds', 'flops', 'peak_mib', 'failed')
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument(
-        '--operators',
-        nargs='+',
-        default=None,
-        choices=registered_operators(),
-        metavar='OPERATOR',
-        help='registered operator names compared with SoftmaxAttention '
-        '(default: every registered linear-cost operator)',
-    )
+    core.add_operator_argument(parser, linear_cost=None)
     parser.add_argument(
         '--tokens',
         nargs='+',
@@ -91,9 +66,6 @@ def parse_args(argv=None):
         default=[197, 785, 3137, 12545],
         help='token counts N = side^2 + 1 (class token); operators '
         'without a class token get side^2',
-    )
-    parser.add_argument(
-        '--repeats', type=int, default=5, help='timed runs per measurement'
     )
     parser.add_argument('--embed-dims', type=int, default=768)
     parser.add_argument('--num-heads', type=int, default=12)
@@ -104,29 +76,19 @@ def parse_args(argv=None):
         help='sequence length of the GLA chunked-vs-recurrent comparison '
         '(0: no comparison)',
     )
-    parser.add_argument(
-        '--threads',
-        type=int,
-        default=torch.get_num_threads(),
-        help='torch intra-op threads (default: torch default)',
+    core.add_timing_arguments(
+        parser, repeats=5, budget_s=None, threads=torch.get_num_threads()
     )
-    add_device_arguments(parser)
-    parser.add_argument(
-        '--out-dir',
-        default='work_dirs/benchmark_attention',
-        help='where the table (.md), the figures (.json) and the plot '
-        '(.png) go',
+    core.add_device_arguments(parser)
+    core.add_out_dir_argument(
+        parser,
+        'work_dirs/benchmark_attention',
+        'the table (.md), the figures (.json) and the plot (.png)',
     )
-    parser.add_argument(
-        '--memory-worker',
-        action='store_true',
-        help=argparse.SUPPRESS,  # internal: measure memory, print JSON
-    )
-    args = check_device_arguments(parser, parser.parse_args(argv))
-    args.operators = args.operators or list(
-        registered_operators(linear_cost=True)
-    )
-    args.operators = [name for name in args.operators if name != REFERENCE]
+    core.add_memory_worker_argument(parser)
+    args = core.check_device_arguments(parser, parser.parse_args(argv))
+    operators = core.operators_or_all(args.operators)
+    args.operators = [name for name in operators if name != REFERENCE]
     for n in args.tokens:
         side = math.isqrt(n - 1)
         if side * side != n - 1:
@@ -145,17 +107,14 @@ def make_step(name, num_tokens, args):
     """A closure running one forward + backward, and the module's FLOPs."""
     torch.manual_seed(0)
     hw_shape, n = grid(name, num_tokens)
+    cfg = dict(type=name, embed_dims=args.embed_dims, num_heads=args.num_heads)
     with torch.device(args.device):
-        module = MODELS.build(
-            dict(
-                type=name, embed_dims=args.embed_dims, num_heads=args.num_heads
-            )
-        ).to(args.device)
+        module = MODELS.build(cfg).to(args.device)
         x = torch.randn(1, n, args.embed_dims, requires_grad=True)
         grad = torch.randn(1, n, args.embed_dims)
 
     def step():
-        with autocast(args.device, args.dtype):
+        with core.autocast(args.device, args.dtype):
             out = module(x, hw_shape)
         out.backward(grad.to(out.dtype))
         module.zero_grad(set_to_none=True)
@@ -164,38 +123,29 @@ def make_step(name, num_tokens, args):
     return step, module.flops(n, hw_shape)
 
 
-def measure_cuda(name, n, args):
-    """One (operator, N) on CUDA: first call, median, peak growth."""
-    step, flops = make_step(name, n, args)
-    times = interleaved_times({name: step}, args.repeats, args.device)[name]
-    return dict(
-        seconds=times['median_s'],
-        first_call_seconds=times['first_s'],
-        flops=flops,
-        peak_mib=cuda_peak_growth_mib(step),
-    )
-
-
-def measure_cpu(names, n, args):
-    """{name: result} at one N, the operators taking turns."""
+def measure_at(names, n, args):
+    """{name: result} at one N, the operators taking turns (on CUDA one at
+    a time, with its peak growth)."""
     steps, flops = {}, {}
     for name in names:
         steps[name], flops[name] = make_step(name, n, args)
-    times = interleaved_times(steps, args.repeats)
-    return {
-        name: dict(
+    times = core.interleaved_times(steps, args.repeats, args.device)
+    results = {}
+    for name in names:
+        results[name] = dict(
             seconds=times[name]['median_s'],
             first_call_seconds=times[name]['first_s'],
             flops=flops[name],
         )
-        for name in names
-    }
+        if args.device == 'cuda':
+            results[name]['peak_mib'] = core.cuda_peak_growth_mib(steps[name])
+    return results
 
 
 def measure(args, figures, save):
     """Fill ``figures`` ({figure: {name: {N: value}}}), saving after each
     case, until ``--max-seconds``; on CUDA operator by operator."""
-    deadline = Deadline(args.max_seconds)
+    deadline = core.Deadline(args.max_seconds)
     names = [REFERENCE] + args.operators
     skipped = dict(skipped=f'--max-seconds {args.max_seconds} reached')
     if args.device == 'cuda':
@@ -207,15 +157,16 @@ def measure(args, figures, save):
         if deadline.expired():
             res = skipped
         elif args.device == 'cuda':
-            res = run_in_process(measure_cuda, name, n, args)
+            res = core.run_in_process(measure_at, [name], n, args)
+            res = res.get(name, res)
         else:
             if n not in at_n:
-                at_n = {n: measure_cpu(names, n, args)}
+                at_n = {n: measure_at(names, n, args)}
             res = at_n[n][name]
         for key, value in res.items():
             if key in FIGURES:
                 figures[key].setdefault(name, {})[n] = value
-        text = status(res)
+        text = core.status(res)
         if text == 'ok':
             text = f'{1e3 * res["seconds"]:10.1f} ms'
         else:
@@ -224,218 +175,120 @@ def measure(args, figures, save):
         save()
 
 
-def memory_worker(args):
-    """Runs in the child process: print {name: {N: MiB}} as JSON."""
-    results = {}
-    for name in [REFERENCE] + args.operators:
-        results[name] = {}
-        for n in args.tokens:
-            step, _ = make_step(name, n, args)
-            results[name][n] = peak_resident_growth_mib(step)
-            del step
-    print(json.dumps(results))
-
-
-def measure_memory(args, argv):
-    """CPU: {name: {N: MiB}} measured in a child process."""
-    results = run_memory_worker(__file__, [*argv, '--memory-worker'])
-    return {
-        name: {int(n): mib for n, mib in per_n.items()}
-        for name, per_n in results.items()
-    }
-
-
-def time_gla_scans(args):
-    """Seconds of the chunked and the recurrent causal GLA scan, forward
-    only and forward + backward, at T = ``--gla-tokens``."""
-    from mmlvit.ops.gla import gla_chunked, gla_recurrent
-
-    torch.manual_seed(0)
-    d = args.embed_dims // args.num_heads
-    shape = (1, args.num_heads, args.gla_tokens, d)
-    with torch.device(args.device):
-        q, k, v = (torch.randn(shape, requires_grad=True) for _ in range(3))
-        g = torch.nn.functional.logsigmoid(torch.randn(shape)) / 16
-        grad = torch.randn(shape)
-    g.requires_grad_()
-    inputs = (q, k, v, g)
-    scans = dict(chunked=gla_chunked, recurrent=gla_recurrent)
-
-    def forward(scan):
-        with torch.no_grad():
-            scan(*inputs)
-
-    def forward_backward(scan):
-        scan(*inputs).backward(grad)
-        for t in inputs:
-            t.grad = None
-
-    results = {label: {} for label in scans}
-    for key, run in (
-        ('forward', forward),
-        ('forward_backward', forward_backward),
-    ):
-        fns = {label: partial(run, scan) for label, scan in scans.items()}
-        times = interleaved_times(fns, args.repeats, args.device)
-        for label, figures in times.items():
-            results[label][key] = figures['median_s']
-    return results
-
-
 def render(args, figures, gla):
     """The report as Markdown lines, and the list of missed targets."""
-    seconds, flops, memory = (figures[k] for k in ('seconds', 'flops',
-                                                   'peak_mib'))  # fmt: skip
-    ref = seconds.get(REFERENCE, {})
-    cuda = args.device == 'cuda'
+    names = [REFERENCE] + args.operators
+
+    def case(name, n):
+        return {key: figures[key][name][n] for key in ('seconds', 'flops',
+                'peak_mib') if n in figures[key].get(name, {})}  # fmt: skip
+
+    rows, missed = [], []
+    for name in names:
+        for n in args.tokens:
+            row = dict(operator=name, N=grid(name, n)[1])
+            row['status'] = figures['failed'].get(name, {}).get(n, 'not run')
+            if n in figures['seconds'].get(name, {}):
+                own = case(name, n)
+                row.update(
+                    own, status='ok', **core.compare(own, case(REFERENCE, n))
+                )
+                row['first'] = figures['first_call_seconds'][name][n]
+            rows.append(row)
+            fraction = row.get('fraction_of_flop_ratio', math.nan)
+            if (
+                name != REFERENCE
+                and n in TARGET_TOKENS
+                and fraction < TARGET_FRACTION
+            ):
+                missed.append(
+                    f'{name} at N={row["N"]}: speed-up {row["speedup"]:.2f} < '
+                    f'{TARGET_FRACTION:.0%} of the FLOP ratio '
+                    f'{row["flop_ratio"]:.2f}'
+                )
+    ms = lambda seconds: f'{1e3 * seconds:.1f}'  # noqa: E731
+    columns = [('operator', 'operator', '{}', '-'), ('N', 'N', '{}'),
+               ('time (ms)', 'seconds', ms)]  # fmt: skip
+    columns += [('first call (ms)', 'first', ms)] * (args.device == 'cuda')
+    columns += [
+        ('speed-up', 'speedup', '{:.2f}'),
+        ('FLOP ratio', 'flop_ratio', '{:.2f}'),
+        ('speed-up / FLOP ratio', 'fraction_of_flop_ratio', '{:.2f}'),
+        ('peak memory (MiB)', 'peak_mib', '{:.1f}'),
+        ('memory / softmax', 'memory_ratio', '{:.2f}'),
+    ]
     lines = [
         f'C={args.embed_dims}, {args.num_heads} heads, batch 1, '
         f'{describe_device(args.device, args.dtype, args.threads)}, median '
         f'of {args.repeats} runs of forward + backward.',
         '',
-    ]
-    header = ['operator', 'N', 'time (ms)'] + ['first call (ms)'] * cuda
-    header += ['speed-up', 'FLOP ratio', 'speed-up / FLOP ratio']
-    header += ['peak memory (MiB)', 'memory / softmax']
-    rows, missed = [], []
-    for name in [REFERENCE] + args.operators:
-        for n in args.tokens:
-            n_op = grid(name, n)[1]
-            if n not in seconds.get(name, {}):
-                failed = figures['failed'].get(name, {}).get(n, 'not run')
-                rows.append([name, n_op, failed] + [''] * (len(header) - 3))
-                continue
-            own = seconds[name][n]
-            speedup = ref[n] / own if n in ref else math.nan
-            flop_ratio = flops[REFERENCE].get(n, math.nan) / flops[name][n]
-            efficiency = speedup / flop_ratio
-            rows.append(
-                [name, n_op, f'{1e3 * own:.1f}']
-                + [f'{1e3 * figures["first_call_seconds"][name][n]:.1f}']
-                * cuda
-                + [f'{speedup:.2f}', f'{flop_ratio:.2f}', f'{efficiency:.2f}']
-                + [
-                    f'{memory[name][n]:.1f}',
-                    f'{ratio(memory[name][n], memory[REFERENCE][n]):.2f}'
-                    if n in memory.get(REFERENCE, {})
-                    else 'nan',
-                ]
-            )
-            if (
-                name != REFERENCE
-                and n in TARGET_TOKENS
-                and efficiency < TARGET_FRACTION
-            ):
-                missed.append(
-                    f'{name} at N={n_op}: speed-up {speedup:.2f} < '
-                    f'{TARGET_FRACTION:.0%} of the FLOP ratio {flop_ratio:.2f}'
-                )
-    lines += markdown_table(header, rows, '-' + ':' * (len(header) - 1))
-    lines += [
-        '',
-        'Peak-memory growth (largest relative deviation from a straight '
-        'line a + bN over the measured N; peak at the largest N over the '
-        'peak at the next one, against the token ratio):',
+        *core.column_table(columns, rows, keys=2, missing='nan'),
         '',
     ]
-    for name in [REFERENCE] + args.operators:
-        ordered = sorted(memory.get(name, {}))
-        if not ordered:
-            continue
-        mib = [memory[name][n] for n in ordered]
-        deviation = linear_fit_error(ordered, mib)
-        growth = ''
-        if len(ordered) > 1:
-            growth = (
-                f', x{ratio(mib[-1], mib[-2]):.2f} from N={ordered[-2]} to '
-                f'{ordered[-1]} (tokens x{ordered[-1] / ordered[-2]:.2f})'
-            )
-        lines.append(f'- {name}: {deviation:.1%} off a line{growth}')
-        if name != REFERENCE and len(ordered) > 2 and deviation > 0.1:
-            missed.append(f'{name}: peak memory {deviation:.0%} off linear')
+    growth, growth_missed = core.growth_lines(
+        figures['peak_mib'], names, REFERENCE
+    )
+    lines, missed = lines + growth, missed + growth_missed
     if gla is not None:
-        lines += [
-            '',
-            f'GLA causal scan, T={args.gla_tokens}, '
-            f'{args.num_heads} heads of {args.embed_dims // args.num_heads}:',
-            '',
-            '| pass | chunked (ms) | recurrent (ms) | speed-up |',
-            '|---|---:|---:|---:|',
-        ]
-        for key, label in (
-            ('forward', 'forward'),
-            ('forward_backward', 'forward + backward'),
-        ):
-            chunked, recurrent = gla['chunked'][key], gla['recurrent'][key]
-            lines.append(
-                f'| {label} | {1e3 * chunked:.1f} | '
-                f'{1e3 * recurrent:.1f} | '
-                f'{recurrent / chunked:.1f} |'
-            )
-            if recurrent / chunked < GLA_TARGET:
-                missed.append(
-                    f'GLA chunked scan ({label}) only '
-                    f'{recurrent / chunked:.1f}x faster than the '
-                    f'recurrence (target {GLA_TARGET:.0f}x)'
-                )
+        gla_lines, gla_missed = gla_scan_lines(
+            gla, args.num_heads, args.embed_dims // args.num_heads,
+            args.gla_tokens,
+        )  # fmt: skip
+        lines, missed = lines + [''] + gla_lines, missed + gla_missed
     return lines, missed
 
 
 def plot(args, figures, path):
-    plt = plots.pyplot()
-    fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for name in [REFERENCE] + args.operators:
-        style = dict(marker='o', label=name)
-        if name == REFERENCE:
-            style.update(color='black', linewidth=2.5)
-        for ax, key, scale in ((ax_time, 'seconds', 1e3),
-                               (ax_mem, 'peak_mib', 1)):  # fmt: skip
-            points = sorted(figures[key].get(name, {}).items())
-            if points:
-                ns, values = zip(*points)
-                ax.plot(ns, [scale * v for v in values], **style)
-    for ax, label in (
-        (ax_time, 'forward + backward (ms)'),
-        (ax_mem, 'peak memory (MiB)'),
+    names = [REFERENCE] + args.operators
+    reference = {REFERENCE: dict(color='black', linewidth=2.5)}
+    panels = []
+    for key, scale, label in (
+        ('seconds', 1e3, 'forward + backward (ms)'),
+        ('peak_mib', 1, 'peak memory (MiB)'),
     ):
-        ax.set_xscale('log')
-        ax.set_yscale('log')
-        ax.set_xlabel('tokens N')
-        ax.set_ylabel(label)
-        ax.grid(True, which='both', alpha=0.3)
-    ax_time.legend(fontsize=8)
+        series = {
+            name: [
+                (n, scale * v) for n, v in figures[key].get(name, {}).items()
+            ]
+            for name in names
+        }
+        panels.append(dict(series=series, styles=reference, ylabel=label,
+                           xlabel='tokens N', legend=not panels))  # fmt: skip
     where = 'CPU' if args.device == 'cpu' else f'CUDA, {args.dtype}'
-    fig.suptitle(
-        f'Attention operators, C={args.embed_dims}, '
-        f'{args.num_heads} heads, batch 1, {where}'
-    )
-    plots.save(fig, path)
+    core.plots.line_panels(
+        path, panels, columns=2, panel_size=(5.5, 4.2),
+        title=f'Attention operators, C={args.embed_dims}, '
+        f'{args.num_heads} heads, batch 1, {where}',
+    )  # fmt: skip
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    if args.memory_worker:
-        memory_worker(args)
+    if args.memory_worker:  # the child of core.worker_memory_table
+        names = [REFERENCE] + args.operators
+        step = lambda name, n: make_step(name, n, args)[0]  # noqa: E731
+        print(json.dumps(core.memory_table(step, names, args.tokens)))
         return 0
     os.makedirs(args.out_dir, exist_ok=True)
     figures = {key: {} for key in FIGURES}
-    out = dict(
-        device=describe_device(args.device, args.dtype, args.threads),
-        gla_scan_seconds=None,
-        missed=None,
-    )
+    device = describe_device(args.device, args.dtype, args.threads)
+    out = dict(device=device, gla_scan_seconds=None, missed=None)
 
     def save():
         json_path = osp.join(args.out_dir, 'attention_benchmark.json')
-        write_json(json_path, dict(figures, **out))
+        core.write_json(json_path, dict(figures, **out))
 
     measure(args, figures, save)
     if args.device == 'cpu':
-        figures['peak_mib'] = measure_memory(args, argv)
+        worker_argv = [*argv, '--memory-worker']
+        figures['peak_mib'] = core.worker_memory_table(__file__, worker_argv)
     if 'GatedLinearAttention' in args.operators and args.gla_tokens:
-        out['gla_scan_seconds'] = time_gla_scans(args)
+        out['gla_scan_seconds'] = time_gla_scans(
+            args.num_heads, args.embed_dims // args.num_heads,
+            args.gla_tokens, args.repeats, args.device,
+        )  # fmt: skip
     lines, missed = render(args, figures, out['gla_scan_seconds'])
     lines += ['', 'Targets: all met.' if not missed else 'Targets missed:']
     lines += [f'- {m}' for m in missed]

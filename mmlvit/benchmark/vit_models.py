@@ -1,0 +1,83 @@
+"""Whole ViTs for the benchmarks: the softmax reference, timm's ViT of the
+same shape, a linear ViT or a hybrid whose last blocks keep softmax
+attention, and their forward FLOPs."""
+
+from mmpretrain.models import VisionTransformer
+from mmpretrain.registry import MODELS
+
+from mmlvit.models.attentions import registered_operators
+from mmlvit.models.backbones import LinearVisionTransformer
+
+SOFTMAX = 'softmax'
+TIMM = 'timm'
+
+
+def hybrid_name(operator, keep_softmax):
+    """The model name of ``operator`` with its last ``keep_softmax`` blocks
+    softmax: ``OPERATOR+Ksoftmax``."""
+    return f'{operator}+{keep_softmax}softmax'
+
+
+def timm_vit_class():
+    """timm's ``VisionTransformer``, or None when timm does not import."""
+    try:
+        from timm.models.vision_transformer import VisionTransformer as Vit
+    except ImportError:
+        return None
+    return Vit
+
+
+def block_operators(name, depth):
+    """The attention operator of every block of model ``name``."""
+    if name in (SOFTMAX, TIMM):
+        return ['SoftmaxAttention'] * depth
+    operator, _, keep = name.partition('+')
+    k = int(keep.removesuffix('softmax')) if keep else 0
+    return [operator] * (depth - k) + ['SoftmaxAttention'] * k
+
+
+def build_model(name, arch, img_size):
+    """The softmax reference (``softmax``), timm's ViT of the same shape
+    (``timm``, patch 16), a linear ViT with operator ``name``, or a hybrid
+    ``OPERATOR+Ksoftmax`` whose last K blocks keep softmax attention."""
+    if name == SOFTMAX:
+        return VisionTransformer(arch=arch, img_size=img_size)
+    zoo = VisionTransformer.arch_zoo[arch]
+    if name == TIMM:
+        return timm_vit_class()(
+            img_size=img_size,
+            patch_size=16,
+            embed_dim=zoo['embed_dims'],
+            depth=zoo['num_layers'],
+            num_heads=zoo['num_heads'],
+            mlp_ratio=zoo['feedforward_channels'] / zoo['embed_dims'],
+            num_classes=0,
+        )
+    ops = block_operators(name, zoo['num_layers'])
+    attn_cfg = (
+        [dict(type=op) for op in ops] if '+' in name else dict(type=ops[0])
+    )
+    # Patch-tokens-only operators get their own token layout (no class
+    # token, average pooling, sin-cos positions) from the backbone.
+    return LinearVisionTransformer(
+        arch=arch, img_size=img_size, attn_cfg=attn_cfg
+    )
+
+
+def forward_flops(name, arch, size):
+    """Forward FLOPs of the model on one image (2 per multiply-add): every
+    block's attention (its operator's ``flops``), MLP and the patch
+    embedding (norms, heads and element-wise ops left out)."""
+    zoo = VisionTransformer.arch_zoo[arch]
+    C, heads, depth = zoo['embed_dims'], zoo['num_heads'], zoo['num_layers']
+    hw = (size // 16, size // 16)
+    ops = block_operators(name, depth)
+    patches = hw[0] * hw[1]
+    n = patches + int(not registered_operators()[ops[0]].patch_tokens_only)
+    modules = {
+        op: MODELS.build(dict(type=op, embed_dims=C, num_heads=heads))
+        for op in set(ops)
+    }
+    attention = sum(modules[op].flops(n, hw) for op in ops)
+    mlp = 2 * n * C * zoo['feedforward_channels'] * 2
+    return attention + depth * mlp + 2 * patches * 3 * 16 * 16 * C
