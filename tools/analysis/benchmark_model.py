@@ -42,29 +42,18 @@ import os.path as osp
 
 import torch
 from mmengine.utils import mkdir_or_exist
-from mmpretrain.models import VisionTransformer
-from mmpretrain.registry import MODELS
 
 import mmlvit  # noqa: F401
-from mmlvit.benchmark import (
-    add_device_arguments,
-    add_timing_arguments,
-    autocast,
-    check_device_arguments,
-    compare,
-    markdown_table,
-    measure_step,
-    plots,
-    run_grid,
-    status,
-    steady_seconds,
-    verdict,
+from mmlvit import benchmark as core
+from mmlvit.benchmark.vit_models import (
+    SOFTMAX,
+    TIMM,
+    build_model,
+    forward_flops,
+    hybrid_name,
+    timm_vit_class,
 )
-from mmlvit.models.attentions import registered_operators
-from mmlvit.models.backbones import LinearVisionTransformer
 
-SOFTMAX = 'softmax'
-TIMM = 'timm'
 MODES = ('forward', 'forward+backward')
 SHORT = {'forward': 'fwd', 'forward+backward': 'f+b'}
 
@@ -74,15 +63,7 @@ def parse_args(argv=None):
         description='Images/s and peak memory of a softmax ViT vs linear '
         'ViTs, forward and forward+backward, at several resolutions.'
     )
-    parser.add_argument(
-        '--operators',
-        nargs='+',
-        default=None,
-        choices=registered_operators(linear_cost=True),
-        metavar='OPERATOR',
-        help='linear attention operators (registered names); default: '
-        'every registered one',
-    )
+    core.add_operator_argument(parser)
     parser.add_argument(
         '--resolutions',
         nargs='+',
@@ -110,15 +91,13 @@ def parse_args(argv=None):
         '--modes', nargs='+', choices=MODES, default=list(MODES)
     )
     parser.add_argument('--arch', default='b', help='ViT arch (zoo name)')
-    add_timing_arguments(parser)
-    add_device_arguments(parser)
-    parser.add_argument('--out-dir', default='work_dirs/benchmark_model')
-    args = check_device_arguments(parser, parser.parse_args(argv))
+    core.add_timing_arguments(parser)
+    core.add_device_arguments(parser)
+    core.add_out_dir_argument(parser, 'work_dirs/benchmark_model')
+    args = core.check_device_arguments(parser, parser.parse_args(argv))
     if len(args.batch_sizes) not in (1, len(args.resolutions)):
         parser.error('--batch-sizes: give one, or one per resolution')
-    args.operators = args.operators or list(
-        registered_operators(linear_cost=True)
-    )
+    args.operators = core.operators_or_all(args.operators)
     args.operators += [
         hybrid_name(op, k) for op in args.operators for k in args.keep_softmax
     ]
@@ -128,76 +107,9 @@ def parse_args(argv=None):
     return args
 
 
-def hybrid_name(operator, keep_softmax):
-    return f'{operator}+{keep_softmax}softmax'
-
-
-def timm_vit_class():
-    try:
-        from timm.models.vision_transformer import VisionTransformer as Vit
-    except ImportError:
-        return None
-    return Vit
-
-
 def batch_size(args, size):
     sizes = args.batch_sizes * len(args.resolutions)
     return sizes[args.resolutions.index(size)]
-
-
-def build_model(name, arch, img_size):
-    """The softmax reference, timm's ViT of the same shape (``timm``), a
-    linear ViT with operator ``name``, or a hybrid ``OPERATOR+Ksoftmax``
-    whose last K blocks keep softmax attention."""
-    if name == SOFTMAX:
-        return VisionTransformer(arch=arch, img_size=img_size)
-    zoo = VisionTransformer.arch_zoo[arch]
-    if name == TIMM:
-        return timm_vit_class()(
-            img_size=img_size,
-            patch_size=16,
-            embed_dim=zoo['embed_dims'],
-            depth=zoo['num_layers'],
-            num_heads=zoo['num_heads'],
-            mlp_ratio=zoo['feedforward_channels'] / zoo['embed_dims'],
-            num_classes=0,
-        )
-    operator, _, keep = name.partition('+')
-    attn_cfg = dict(type=operator)
-    if keep:
-        k = int(keep.removesuffix('softmax'))
-        attn_cfg = [dict(type=operator)] * (zoo['num_layers'] - k) + [
-            dict(type='SoftmaxAttention')
-        ] * k
-    # Patch-tokens-only operators get their own token layout (no class
-    # token, average pooling, sin-cos positions) from the backbone.
-    return LinearVisionTransformer(
-        arch=arch, img_size=img_size, attn_cfg=attn_cfg
-    )
-
-
-def forward_flops(name, arch, size):
-    """Forward FLOPs of the model on one image (2 per multiply-add): every
-    block's attention (its operator's ``flops``), MLP and the patch
-    embedding (norms, heads and element-wise ops left out)."""
-    zoo = VisionTransformer.arch_zoo[arch]
-    C, heads, depth = zoo['embed_dims'], zoo['num_heads'], zoo['num_layers']
-    hw = (size // 16, size // 16)
-    if name in (SOFTMAX, TIMM):
-        ops = ['SoftmaxAttention'] * depth
-    else:
-        operator, _, keep = name.partition('+')
-        k = int(keep.removesuffix('softmax')) if keep else 0
-        ops = [operator] * (depth - k) + ['SoftmaxAttention'] * k
-    patches = hw[0] * hw[1]
-    n = patches + int(not registered_operators()[ops[0]].patch_tokens_only)
-    modules = {
-        op: MODELS.build(dict(type=op, embed_dims=C, num_heads=heads))
-        for op in set(ops)
-    }
-    attention = sum(modules[op].flops(n, hw) for op in ops)
-    mlp = 2 * n * C * zoo['feedforward_channels'] * 2
-    return attention + depth * mlp + 2 * patches * 3 * 16 * 16 * C
 
 
 def measure_case(case, args):
@@ -212,11 +124,11 @@ def measure_case(case, args):
         images = torch.randn(batch, 3, size, size)
 
     def forward():
-        with torch.no_grad(), autocast(args.device, args.dtype):
+        with torch.no_grad(), core.autocast(args.device, args.dtype):
             model(images)
 
     def forward_backward():
-        with autocast(args.device, args.dtype):
+        with core.autocast(args.device, args.dtype):
             features = model(images)
         features = features[0] if isinstance(features, tuple) else features
         features.float().sum().backward()
@@ -224,13 +136,13 @@ def measure_case(case, args):
 
     training = mode == 'forward+backward'
     model.train(training)
-    result = measure_step(
+    result = core.measure_step(
         forward_backward if training else forward,
         args.repeats,
         args.budget_s,
         args.device,
     )
-    result['seconds'] = steady_seconds(result['times'], args.device)
+    result['seconds'] = core.steady_seconds(result['times'], args.device)
     result['images_per_s'] = batch / result['seconds']
     result['flops'] = forward_flops(name, args.arch, size)
     return result
@@ -247,11 +159,11 @@ def ratio_rows(results, models, resolutions):
             row = dict(model=name, size=size)
             for mode in (m for m in MODES if m in res):
                 m, r = res[mode], ref.get(mode, {})
-                if status(m) != 'ok' or status(r) != 'ok':
+                if core.status(m) != 'ok' or core.status(r) != 'ok':
                     row[mode] = None
-                    row.setdefault('status', {})[mode] = status(m)
+                    row.setdefault('status', {})[mode] = core.status(m)
                     continue
-                ratios = compare(m, r)
+                ratios = core.compare(m, r)
                 row[mode] = dict(
                     images_per_s=m['images_per_s'],
                     speedup=ratios['speedup'],
@@ -295,7 +207,7 @@ def table(rows, device):
                 cells += [f'{m["first_call_s"]:.2f}'] * cuda
         lines.append(cells)
     align = '|' + '---|' * len(header)
-    return '\n'.join(markdown_table(header, lines, align))
+    return '\n'.join(core.markdown_table(header, lines, align))
 
 
 def target_verdicts(rows):
@@ -310,7 +222,7 @@ def target_verdicts(rows):
             m = row[mode]
             got = 'failed' if m is None else f'{m["speedup"]:.2f}x'
             verdicts.append(
-                verdict(
+                core.verdict(
                     m is not None and m['speedup'] > need,
                     f'{row["model"]} {row["size"]} px {mode}',
                     f'{got} (target > {need:g}x)',
@@ -321,32 +233,21 @@ def target_verdicts(rows):
 
 def plot(rows, models, path):
     """Speed-up and memory ratio against input size, one panel per mode."""
-    plt = plots.pyplot()
     sizes = sorted({r['size'] for r in rows})
+    ones = [(1.0, dict(color='k', linestyle='--', linewidth=1))]
+    three = [(3.0, dict(color='grey', linestyle=':', linewidth=1))]
     panels = [
-        ('speedup', 'images/s, ratio to softmax'),
-        ('memory_ratio', 'peak memory, ratio to softmax'),
-    ]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    for i, mode in enumerate(MODES):
-        for j, (key, label) in enumerate(panels):
-            ax = axes[i][j]
-            for name in models:
-                points = [
-                    (r['size'], r[mode][key])
-                    for r in rows
-                    if r['model'] == name and r.get(mode) is not None
-                ]
-                if points:
-                    ax.plot(*zip(*points), marker='o', label=name)
-            ax.axhline(1.0, color='k', linestyle='--', linewidth=1)
-            if key == 'speedup':
-                ax.axhline(3.0, color='grey', linestyle=':', linewidth=1)
-            ax.set_yscale('log', base=2)
-            plots.log2_size_axes(ax, sizes, f'{mode}: {label}',
-                                 'input size (px)')  # fmt: skip
-    axes[0][0].legend(fontsize=8)
-    plots.save(fig, path)
+        dict(series={name: [(r['size'], r[mode][key]) for r in rows
+                            if r['model'] == name and r.get(mode) is not None]
+                     for name in models},
+             title=f'{mode}: {label}', xlabel='input size (px)', sizes=sizes,
+             ybase=2, hlines=ones + three * (key == 'speedup'),
+             legend=(mode, key) == (MODES[0], 'speedup'))
+        for mode in MODES
+        for key, label in (('speedup', 'images/s, ratio to softmax'),
+                           ('memory_ratio', 'peak memory, ratio to softmax'))
+    ]  # fmt: skip
+    core.plots.line_panels(path, panels, columns=2, panel_size=(5.5, 4))
 
 
 def cases(args):
@@ -370,7 +271,7 @@ def summary(res):
 def main(argv=None):
     args = parse_args(argv)
     mkdir_or_exist(args.out_dir)
-    results = run_grid(
+    results = core.run_grid(
         cases(args),
         lambda case: measure_case(case, args),
         args,
@@ -382,13 +283,12 @@ def main(argv=None):
     rows = ratio_rows(results, models, args.resolutions)
     for row in rows:
         row['batch'] = batch_size(args, row['size'])
-    text = table(rows, args.device)
-    verdicts = target_verdicts(rows)
-    with open(osp.join(args.out_dir, 'table.md'), 'w') as f:
-        f.write(text + '\n\n' + '\n'.join(verdicts) + '\n')
+    core.write_table(
+        osp.join(args.out_dir, 'table.md'),
+        table(rows, args.device),
+        target_verdicts(rows),
+    )
     plot(rows, models[1:], osp.join(args.out_dir, 'benchmark_model.png'))
-    print(text)
-    print('\n'.join(verdicts))
     return rows
 
 
