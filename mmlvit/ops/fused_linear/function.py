@@ -106,20 +106,14 @@ class Launch:
         """The kernels' H, DK, DV and segment arguments."""
         return (self.H, self.DK, self.DV, self.seg_len, *self.grid)
 
-    def states(self, device, splits=1):
-        """fp32 buffers for S, z, z_v (B*H, SEGS[, splits], ...)."""
-        shape = (self.BH, self.segs) + ((splits,) if splits > 1 else ())
+    def partials(self, device):
+        """fp32 buffers for per-split S, z, z_v: (B*H, SEGS, splits, ...)."""
+        shape = (self.BH, self.segs, self.splits)
         return (
             torch.empty(*shape, self.BK, self.BV, device=device),
             torch.empty(*shape, self.BK, device=device),
             torch.empty(*shape, self.BV, device=device),
         )
-
-    def partials(self, device):
-        return [
-            t.unsqueeze(2) if self.splits == 1 else t
-            for t in self.states(device, self.splits)
-        ]
 
 
 class SegmentStates(torch.autograd.Function):
@@ -200,8 +194,9 @@ def fused_linear_attention(q, k, v, mode, eps=1e-6, scale=None):
         scale (float, optional): InLine's s; defaults to d_k^-1/2.
 
     Returns:
-        Tensor: (B, H, N, d_v) in the dtype of ``v``, stored as
-        (B, N, H, d_v) so that merging the heads is a view.
+        Tensor: (B, H, N, d_v) in the dtype of ``q`` (that of ``v`` too:
+        the three come from one projection), stored as (B, N, H, d_v) so
+        that merging the heads is a view.
     """
     if mode not in MODES or mode == 'mhla':
         raise ValueError(
@@ -211,7 +206,7 @@ def fused_linear_attention(q, k, v, mode, eps=1e-6, scale=None):
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     launch = Launch(q, v, mode, eps, scale)
     s, z, zv = SegmentStates.apply(k, v, launch)
-    return SegmentOutputs.apply(q.to(v.dtype), s, z, zv, launch)
+    return SegmentOutputs.apply(q, s, z, zv, launch)
 
 
 def fused_mhla_attention(q, k, v, mixing, hw_shape, eps):
