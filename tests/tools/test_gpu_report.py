@@ -1,11 +1,15 @@
 """tools/analysis/gpu_report.py without a GPU: the refusal, the generated
 ImageNet folder and teacher checkpoint for the flagship run, the parts'
-commands, the time-limited part runner and the report from fake parts."""
+commands, the time-limited part runner, the report from fake parts (one
+of them still running) and a report stopped from outside."""
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import tarfile
+import time
 
 import pytest
 import torch
@@ -185,3 +189,81 @@ def test_report_from_fake_parts(report, tmp_path):
         members = tar.getnames()
     assert 'report.md' in members and 'parts/attention/log.txt' in members
     assert not any('teacher.pth' in m for m in members)
+
+
+def test_report_lists_a_running_part_with_its_log_so_far(report, tmp_path):
+    parts, work = fake_parts(report, tmp_path)
+    del parts['flagship']
+    (work / 'flagship').mkdir(exist_ok=True)
+    (work / 'flagship' / 'log.txt').write_text(
+        '$ python tools/train.py flagship.py --amp\nEpoch(train) [1][1/5]\n'
+    )
+    started = report.time.monotonic() - 12.0
+    parts['flagship'] = report.unfinished(str(work / 'flagship'), 90, started)
+    out = tmp_path / 'out'
+    report.write_report(str(out), dict(GPU='NVIDIA H200'), parts, str(work))
+    md = (out / 'report.md').read_text()
+    row = next(line for line in md.splitlines() if line.startswith('| flag'))
+    assert row.startswith('| flagship | 90 | 1') and row.endswith('running |')
+    assert '`python tools/train.py flagship.py --amp`' in md
+    assert 'The last lines of its log (running):' in md
+    assert 'Epoch(train) [1][1/5]' in md
+    assert '| model | 70 | 10.0 | timed out |' in md  # the parts done
+    saved = json.loads((out / 'report.json').read_text())
+    assert saved['parts']['flagship']['state'] == 'running'
+    with tarfile.open(out / 'report_bundle.tar.gz') as tar:
+        assert 'parts/flagship/log.txt' in tar.getnames()
+    assert not [n for n in os.listdir(out) if n.endswith('.tmp')]
+
+
+STOPPED_RUN = """
+import importlib.util, sys
+import mmlvit.benchmark.options as options
+spec = importlib.util.spec_from_file_location('gpu_report', sys.argv[1])
+report = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(report)
+options.cuda_unavailable_reason = lambda: None
+report.environment = lambda: dict(GPU='none (test)')
+report.REFRESH_S = 0.2
+script = ('import os, time; print("pid", os.getpid(), flush=True); '
+          'print("half-way", flush=True); time.sleep(120)')
+report.part_command = lambda part, work, budget: (
+    [sys.executable, '-c', script], None)
+sys.exit(report.main(sys.argv[2:]))
+"""
+
+
+def test_a_report_stopped_from_outside_keeps_the_running_part(
+    report, tmp_path
+):
+    out, work = tmp_path / 'out', tmp_path / 'work'
+    argv = [sys.executable, '-c', STOPPED_RUN, report.__file__, str(out)]
+    argv += ['--parts', 'attention', 'model', '--work-dir', str(work)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    bundle = out / 'report_bundle.tar.gz'
+
+    def bundled_log():
+        if not bundle.exists():
+            return ''
+        with tarfile.open(bundle) as tar:
+            if 'parts/attention/log.txt' not in tar.getnames():
+                return ''
+            return tar.extractfile('parts/attention/log.txt').read().decode()
+
+    deadline = time.monotonic() + 60
+    while 'half-way' not in bundled_log():  # a refresh while it runs
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    md = (out / 'report.md').read_text()
+    assert '| attention | 80 |' in md and 'running |' in md
+    assert 'half-way' in md
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    md = (out / 'report.md').read_text()
+    assert 'stopped from outside (SIGTERM) |' in md
+    assert '## model' not in md  # never started
+    log = bundled_log()
+    assert 'half-way' in log and 'stopped from outside' in log
+    pid = int(log.split('pid ')[1].split()[0])
+    with pytest.raises(ProcessLookupError):  # the part went with it
+        os.kill(pid, 0)

@@ -47,6 +47,7 @@ from mmpretrain.structures import DataSample
 import mmlvit  # noqa: F401  (registers the modules)
 from mmlvit.benchmark import (
     add_device_arguments,
+    add_memory_worker_argument,
     autocast,
     check_device_arguments,
     describe_device,
@@ -81,9 +82,7 @@ def parse_args(argv=None):
         'GatedLinearAttention, else ReLULinearAttention)',
     )
     add_device_arguments(parser)
-    parser.add_argument(
-        '--memory-worker', choices=KINDS, help=argparse.SUPPRESS
-    )
+    add_memory_worker_argument(parser, choices=KINDS)
     return check_device_arguments(parser, parser.parse_args(argv))
 
 

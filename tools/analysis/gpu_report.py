@@ -35,10 +35,17 @@ fails does not stop the others.
 
 Writes to OUT_DIR: ``report.md`` (GPU, versions, the time of each part, one
 table per part), ``report.json``, ``report_bundle.tar.gz`` (the report, the
-logs of every part and the benchmarks' own files; no checkpoints or data)
-and plots (``attention.png``, ``model.png``, ``parts.png``,
-``flagship.png``): at most 8 files, none in a subfolder. They are rewritten
-after every part, so a report stopped from outside keeps the parts done.
+logs of every part and the benchmarks' own files; no checkpoints, data or
+Triton caches) and plots (``attention.png``, ``model.png``, ``parts.png``,
+``flagship.png``): at most 8 files, none in a subfolder. Each part works in
+``--work-dir``/PART (its log in ``log.txt`` there), a folder that outlives
+the report. The report is rewritten before every part (that part listed as
+``running``), every 30 s (``REFRESH_S``) while it runs (its elapsed time
+and the tail of its log; the bundle with its partial log) and after it, so
+a report killed from outside keeps the parts done and all but the last
+30 s of the running part. On SIGTERM, SIGINT
+or SIGHUP the running part is stopped (its process group), listed as
+stopped from outside and the report written once more before exiting.
 
 Example::
 
@@ -57,7 +64,6 @@ import statistics
 import subprocess
 import sys
 import tarfile
-import tempfile
 import threading
 import time
 
@@ -65,6 +71,9 @@ REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 FLAGSHIP = 'configs/lvit/vit-b_gla_copy-distill_in1k.py'
 BUDGETS = dict(tests=110, attention=80, model=140, distill=40, flagship=90)
 STARTUP_S = 30  # a benchmark's start-up and writing, inside its limit
+REFRESH_S = 30  # the report's refresh period while a part runs
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+REPORT_LOCK = threading.Lock()  # the refresher's writes and the others'
 TOOL_PLOTS = {
     'attention': 'attention_benchmark.png',
     'model': 'benchmark_model.png',
@@ -90,7 +99,26 @@ def parse_args(argv=None):
         default=1.0,
         help='multiply every time limit (e.g. 2 on a slower GPU)',
     )
+    parser.add_argument(
+        '--work-dir',
+        default=osp.join(REPO_ROOT, 'work_dirs', 'gpu_report_parts'),
+        help="the parts' folders (logs, the benchmarks' files, the "
+        "flagship's data); kept after the report (default: %(default)s)",
+    )
     return parser.parse_args(argv)
+
+
+class Stopped(BaseException):
+    """Raised in the main thread by a stop signal (see ``STOP_SIGNALS``)."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+def raise_stopped(signum, frame):
+    raise Stopped(signum)
 
 
 def environment():
@@ -176,16 +204,12 @@ def run_part(command, timeout_s, log_path, env=None):
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(timeout=grace)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            stop_group(proc)
+        except BaseException as e:  # a stop signal: the part goes too
+            stop_group(proc)
+            reader.join(timeout=10)
+            log.write(f'\n[gpu_report] stopped from outside: {e!r}\n')
+            raise
         reader.join(timeout=10)
         wall_s = time.monotonic() - start
         if timed_out:
@@ -196,6 +220,20 @@ def run_part(command, timeout_s, log_path, env=None):
         wall_s=wall_s,
         lines=lines,
     )
+
+
+def stop_group(proc):
+    """SIGTERM, then SIGKILL, to the process group of ``proc``."""
+    for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def make_imagenet_folder(root, num_train=320, num_val=64, size=(160, 128)):
@@ -399,6 +437,8 @@ def test_summary(text):
 
 
 def part_state(result):
+    if result.get('state'):  # 'running', 'stopped from outside (SIG...)'
+        return result['state']
     if result.get('timed_out'):
         return 'timed out'
     if result.get('error'):
@@ -436,14 +476,13 @@ def write_report(out_dir, env, parts, work):
         if r.get('error'):
             md += ['```', r['error'].rstrip(), '```', '']
         md += r.get('table', [])
-    with open(osp.join(out_dir, 'report.md'), 'w') as f:
-        f.write('\n'.join(md) + '\n')
+    write_text(osp.join(out_dir, 'report.md'), '\n'.join(md) + '\n')
     saved = {
         p: {k: v for k, v in r.items() if k != 'lines'}
         for p, r in parts.items()
     }
-    with open(osp.join(out_dir, 'report.json'), 'w') as f:
-        json.dump(dict(environment=env, parts=saved), f, indent=1)
+    saved = dict(environment=env, parts=saved)
+    write_text(osp.join(out_dir, 'report.json'), json.dumps(saved, indent=1))
     for part, name in TOOL_PLOTS.items():
         source = osp.join(work, part, name)
         if part in parts and osp.exists(source):
@@ -454,7 +493,57 @@ def write_report(out_dir, env, parts, work):
     )
     if times:
         plot_iterations(times, osp.join(out_dir, 'flagship.png'))
-    bundle(out_dir, work)
+    bundle(out_dir, work, parts)
+
+
+def write_text(path, text):
+    """Write ``text`` to ``path`` through a temporary file, so that a
+    reader (or a kill) never meets half a file."""
+    with open(path + '.tmp', 'w') as f:
+        f.write(text)
+    os.replace(path + '.tmp', path)
+
+
+def log_tail(path, count=25):
+    """The last ``count`` lines of a log file (none if it is missing)."""
+    try:
+        with open(path, errors='replace') as f:
+            return f.read().splitlines()[-count:]
+    except OSError:
+        return []
+
+
+def unfinished(work, budget, started, state='running'):
+    """The result of a part that has not ended: ``state``, its time so
+    far and the tail of its log (``work/log.txt``)."""
+    tail = log_tail(osp.join(work, 'log.txt'))
+    head = tail[:1] if tail[:1] and tail[0].startswith('$ ') else []
+    return dict(
+        state=state,
+        budget_s=budget,
+        wall_s=time.monotonic() - started,
+        command=head[0][2:].split(' ') if head else [],
+        table=[f'The last lines of its log ({state}):', '', '```']
+        + tail
+        + ['```'],
+    )
+
+
+def refresh_every(period, write):
+    """Call ``write()`` every ``period`` seconds in a thread until the
+    returned event is set (join the returned thread after setting it)."""
+    stop = threading.Event()
+
+    def loop():
+        while not stop.wait(period):
+            try:
+                write()
+            except Exception as e:  # the next refresh writes it again
+                print(f'[gpu_report] refresh failed: {e!r}', flush=True)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return stop, thread
 
 
 def plot_parts(parts, path):
@@ -496,20 +585,26 @@ def plot_iterations(times, path):
     plots.save(fig, path)
 
 
-def bundle(out_dir, work):
-    """report_bundle.tar.gz: the report files and the parts' folders (no
-    data, checkpoints or the bundle itself)."""
+def bundle(out_dir, work, parts):
+    """report_bundle.tar.gz: the report files and the folders of the
+    ``parts`` (no data, checkpoints, Triton caches, files being written or
+    the bundle itself)."""
 
     def keep(info):
         skip = ('/data', '.pth', '.safetensors', 'report_bundle')
-        return None if any(s in info.name for s in skip) else info
+        skip += ('triton_cache',)
+        if info.name.endswith('.tmp') or any(s in info.name for s in skip):
+            return None
+        return info
 
     path = osp.join(out_dir, 'report_bundle.tar.gz')
     with tarfile.open(path + '.tmp', 'w:gz') as tar:
         for name in sorted(os.listdir(out_dir)):
             if not name.startswith('report_bundle'):
                 tar.add(osp.join(out_dir, name), arcname=name, filter=keep)
-        tar.add(work, arcname='parts', filter=keep)
+        for part in parts:
+            if osp.isdir(osp.join(work, part)):
+                tar.add(osp.join(work, part), f'parts/{part}', filter=keep)
     os.replace(path + '.tmp', path)
 
 
@@ -532,6 +627,43 @@ def run(part, work, budget):
     return result
 
 
+def run_parts(args, env, parts, current):
+    """Run the parts one after another into ``parts``, the report written
+    before each, every ``REFRESH_S`` seconds during it and after it.
+    ``current`` holds the running part's :func:`unfinished` arguments
+    (empty between parts)."""
+    for part in args.parts:
+        work = osp.join(args.work_dir, part)
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        budget = BUDGETS[part] * args.scale
+        current.update(work=work, budget=budget, started=time.monotonic())
+
+        def write_running(part=part):
+            with REPORT_LOCK:
+                if current:  # not ended (or stopped) meanwhile
+                    parts[part] = unfinished(**current)
+                    write_report(args.out_dir, env, parts, args.work_dir)
+
+        print(f'[gpu_report] {part} ...', flush=True)
+        write_running()
+        stop, refresher = refresh_every(REFRESH_S, write_running)
+        try:
+            result = run(part, work, budget)
+        finally:
+            stop.set()
+            refresher.join()
+        with REPORT_LOCK:
+            parts[part] = result
+            current.clear()
+        print(
+            f'[gpu_report] {part}: {part_state(result)}, '
+            f'{result["wall_s"]:.0f} s',
+            flush=True,
+        )
+        write_report(args.out_dir, env, parts, args.work_dir)
+
+
 def main(argv=None):
     args = parse_args(argv)
     sys.path.insert(0, REPO_ROOT)
@@ -542,20 +674,27 @@ def main(argv=None):
         print(f'gpu_report needs a CUDA GPU: {reason}', file=sys.stderr)
         return 2
     env = environment()
-    work = tempfile.mkdtemp(prefix='gpu_report_')
-    parts = {}
-    for part in args.parts:
-        print(f'[gpu_report] {part} ...', flush=True)
-        parts[part] = run(
-            part, osp.join(work, part), BUDGETS[part] * args.scale
-        )
-        print(
-            f'[gpu_report] {part}: {part_state(parts[part])}, '
-            f'{parts[part]["wall_s"]:.0f} s',
-            flush=True,
-        )
-        write_report(args.out_dir, env, parts, work)
-    shutil.rmtree(osp.join(work, 'flagship', 'data'), ignore_errors=True)
+    parts, current = {}, {}
+    handlers = {sig: signal.signal(sig, raise_stopped) for sig in STOP_SIGNALS}
+    try:
+        run_parts(args, env, parts, current)
+    except Stopped as e:
+        for sig in STOP_SIGNALS:  # let the last report be written
+            signal.signal(sig, signal.SIG_IGN)
+        state = f'stopped from outside ({e.name})'
+        with REPORT_LOCK:
+            if current:
+                part = osp.basename(current['work'])
+                parts[part] = unfinished(**current, state=state)
+                current.clear()
+            write_report(args.out_dir, env, parts, args.work_dir)
+        print(f'[gpu_report] {state}', flush=True)
+        return 128 + e.signum
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        data = osp.join(args.work_dir, 'flagship', 'data')
+        shutil.rmtree(data, ignore_errors=True)
     return 0
 
 
