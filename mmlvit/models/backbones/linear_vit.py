@@ -17,7 +17,7 @@ POS_EMBED_TYPES = ('learned', 'sincos')
 
 
 def sincos_position_embedding(
-    hw_shape, embed_dims, temperature=10000.0, device=None
+    hw_shape, embed_dims, temperature=10000.0, device=None, dtype=None
 ):
     """Fixed 2-D sine-cosine position embedding (MAE style), raster order.
 
@@ -31,9 +31,11 @@ def sincos_position_embedding(
         embed_dims (int): C, a multiple of 4.
         temperature (float): Longest wavelength / (2 pi). Defaults to 1e4.
         device (torch.device, optional): Where to build it.
+        dtype (torch.dtype, optional): Float type to compute it in.
+            Defaults to float32.
 
     Returns:
-        Tensor: (1, H*W, C) float32.
+        Tensor: (1, H*W, C) of ``dtype``.
     """
     if embed_dims % 4 != 0:
         raise ValueError(
@@ -42,10 +44,14 @@ def sincos_position_embedding(
         )
     H, W = hw_shape
     num_freqs = embed_dims // 4
-    exponent = torch.arange(num_freqs, device=device) / num_freqs
+    exponent = (
+        torch.arange(num_freqs, device=device, dtype=dtype or torch.float32)
+        / num_freqs
+    )
     omega = temperature**-exponent
-    rows = torch.arange(H, device=device).repeat_interleave(W)
-    cols = torch.arange(W, device=device).repeat(H)
+    rows = torch.arange(H, device=device, dtype=omega.dtype)
+    rows = rows.repeat_interleave(W)
+    cols = torch.arange(W, device=device, dtype=omega.dtype).repeat(H)
     row_angle = rows[:, None] * omega
     col_angle = cols[:, None] * omega
     return torch.cat(
@@ -234,7 +240,11 @@ class LinearVisionTransformer(VisionTransformer):
 
         if isinstance(layer_cfgs, dict):
             layer_cfgs = [layer_cfgs] * self.num_layers
-        drop_path_rates = np.linspace(0, drop_path_rate, self.num_layers)
+        # Python floats: mmcv's drop_path branches on the rate, which
+        # torch.compile(fullgraph=True) cannot trace as a numpy value.
+        drop_path_rates = np.linspace(
+            0, drop_path_rate, self.num_layers
+        ).tolist()
         self.layers = ModuleList()
         for i in range(self.num_layers):
             layer_cfg = dict(
@@ -302,12 +312,14 @@ class LinearVisionTransformer(VisionTransformer):
         if self.pos_embed is not None:
             super()._prepare_pos_embed(state_dict, prefix, *args, **kwargs)
 
-    def position_embedding(self, hw_shape, device=None):
+    def position_embedding(self, hw_shape, device=None, dtype=None):
         """Position embedding of every token for a patch grid.
 
         Args:
             hw_shape (tuple[int, int]): Patch grid (H, W) of the input.
             device (torch.device, optional): For the sin-cos embedding.
+            dtype (torch.dtype, optional): Float type the sin-cos embedding
+                is computed in. Defaults to float32.
 
         Returns:
             Tensor: (1, num_extra_tokens + H*W, C).
@@ -321,7 +333,7 @@ class LinearVisionTransformer(VisionTransformer):
                 num_extra_tokens=self.num_extra_tokens,
             )
         pos = sincos_position_embedding(
-            hw_shape, self.embed_dims, device=device
+            hw_shape, self.embed_dims, device=device, dtype=dtype
         )
         return F.pad(pos, (0, 0, self.num_extra_tokens, 0))
 
@@ -332,7 +344,10 @@ class LinearVisionTransformer(VisionTransformer):
         x, hw_shape = self.patch_embed(x)
         if self.cls_token is not None:
             x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
-        x = x + self.position_embedding(hw_shape, x.device).to(x.dtype)
+        # A sin-cos table in at least fp32 (fp64 for an fp64 model).
+        table_dtype = torch.promote_types(x.dtype, torch.float32)
+        pos = self.position_embedding(hw_shape, x.device, table_dtype)
+        x = x + pos.to(x.dtype)
         x = self.pre_norm(self.drop_after_pos(x))
 
         outs = []

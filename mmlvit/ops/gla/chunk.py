@@ -6,6 +6,7 @@ import torch
 
 from ..precision import fp32_accumulation
 from .arguments import check_shapes, default_scale
+from .traceable import bidirectional_gla_traceable, causal_gla_traceable
 from .workspace import ChunkGroups, Workspace, row_sums, zero_sequences
 
 # Largest log-decay one chunk may span after its first token (see
@@ -235,6 +236,8 @@ def gla_chunked(q, k, v, g, scale=None, chunk_size=64):
     """
     check_shapes(q, k, v, g)
     scale = default_scale(q, scale)
+    if torch.compiler.is_compiling():
+        return causal_gla_traceable(q, k, v, g, scale)
     return chunked_scan(q, k, v, g, None, scale, chunk_size)
 
 
@@ -254,4 +257,10 @@ def bidirectional_gla_chunked(q, k, v, g_fwd, g_bwd, scale, chunk_size):
     Returns:
         Tensor: (B, H, T, d_v) in the dtype of ``v``.
     """
+    if torch.compiler.is_compiling():
+        # torch.compile cannot trace ChunkedGLAFunction (it halves its chunk
+        # in a loop on the gate values and writes into strided views of
+        # reused buffers): the same function in plain ops, which compiles
+        # with autograd's backward.
+        return bidirectional_gla_traceable(q, k, v, g_fwd, g_bwd, scale)
     return chunked_scan(q, k, v, g_fwd, g_bwd, scale / 2, chunk_size)
