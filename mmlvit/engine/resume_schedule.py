@@ -62,6 +62,22 @@ def _scheduled_values(optimizer, schedulers):
     return {n: [g[n] for g in optimizer.param_groups] for n in names}
 
 
+def _build_schedulers(runner):
+    """The config's parameter schedulers for this run, built as the runner
+    builds them (a FlexibleRunner through its strategy)."""
+    config = runner.cfg.param_scheduler
+    if hasattr(runner, 'build_param_scheduler'):
+        return runner.build_param_scheduler(config)
+    default_args = dict(
+        epoch_length=len(runner.train_dataloader),
+        max_epochs=runner.max_epochs,
+        max_iters=runner.max_iters,
+    )
+    return runner.strategy.build_param_scheduler(
+        config, runner.optim_wrapper, default_args
+    )
+
+
 def rebuild_schedule(runner, changes):
     """Rebuild ``runner.param_schedulers`` from the config for this run's
     length and advance them to ``runner.iter`` / ``runner.epoch`` exactly as
@@ -74,7 +90,7 @@ def rebuild_schedule(runner, changes):
     for group in optimizer.param_groups:
         for name in before:
             group[name] = group.get(f'initial_{name}', group[name])
-    schedulers = runner.build_param_scheduler(runner.cfg.param_scheduler)
+    schedulers = _build_schedulers(runner)
     by_iter = [s for s in schedulers if not s.by_epoch]
     by_epoch = [s for s in schedulers if s.by_epoch]
     per_epoch = len(runner.train_dataloader) if by_epoch else None
