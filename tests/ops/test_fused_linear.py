@@ -69,15 +69,23 @@ def test_auto_gives_way_to_the_reference_while_exporting(monkeypatch):
     import mmlvit.ops.fused_linear.dispatch as dispatch
 
     cuda_tensor = SimpleNamespace(
-        device=torch.device('cuda'), dtype=torch.bfloat16
+        device=torch.device('cuda'), dtype=torch.bfloat16, shape=(64,)
     )
     monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
     assert dispatch.use_fused('auto', cuda_tensor)
     monkeypatch.setattr(dispatch, 'exporting', lambda: True)
     assert not dispatch.use_fused('auto', cuda_tensor)
-    fp64 = SimpleNamespace(device=torch.device('cuda'), dtype=torch.float64)
     monkeypatch.setattr(dispatch, 'exporting', lambda: False)
+    fp64 = SimpleNamespace(
+        device=torch.device('cuda'), dtype=torch.float64, shape=(64,)
+    )
     assert not dispatch.use_fused('auto', fp64)
+    wide = SimpleNamespace(
+        device=torch.device('cuda'), dtype=torch.bfloat16, shape=(256,)
+    )
+    assert not dispatch.use_fused('auto', wide)
+    with pytest.raises(RuntimeError, match='heads of at most 128'):
+        dispatch.use_fused('triton', wide)
 
 
 def test_unknown_kernel_is_named_before_any_backend():

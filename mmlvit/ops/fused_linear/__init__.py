@@ -1,6 +1,7 @@
 """Fused Triton kernels of the non-causal linear attentions (kernel
-attention with ELU+1 / ReLU / identity feature maps, InLine), forward and
-backward, and the choice between them and the PyTorch reference.
+attention with ELU+1 / ReLU / identity feature maps, InLine, MHLA's
+block-mixed attention), forward and backward, and the choice between them
+and the PyTorch references.
 
 Triton is imported only when a fused kernel runs, so the package imports
 where Triton does not.

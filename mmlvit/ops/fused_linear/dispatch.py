@@ -10,6 +10,9 @@ from ..tracing import exporting
 
 BACKENDS = ('auto', 'torch', 'triton')
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# Widest head the kernels hold in registers (a d x d fp32 state per
+# program): ViTs use 64.
+MAX_HEAD_DIMS = 128
 
 
 def check_backend(backend):
@@ -40,19 +43,22 @@ def use_fused(backend, *tensors):
     """Whether a call on ``tensors`` runs the fused kernels.
 
     ``'torch'``: never. ``'auto'``: on CUDA tensors of a dtype the kernels
-    take (fp32/bf16/fp16) when Triton imports, except while a model is
-    traced for export (the reference is plain, traceable PyTorch).
-    ``'triton'``: always, and a RuntimeError names what is missing when it
-    cannot (CPU tensors outside Triton's interpreter, fp64, no Triton).
+    take (fp32/bf16/fp16) and heads of at most :data:`MAX_HEAD_DIMS` when
+    Triton imports, except while a model is traced for export (the
+    reference is plain, traceable PyTorch). ``'triton'``: always, and a
+    RuntimeError names what is missing when it cannot (CPU tensors outside
+    Triton's interpreter, fp64, wider heads, no Triton).
     """
     check_backend(backend)
     if backend == 'torch' or (backend == 'auto' and exporting()):
         return False
     device = tensors[0].device
     dtype_ok = all(t.dtype in FUSED_DTYPES for t in tensors)
+    width_ok = all(t.shape[-1] <= MAX_HEAD_DIMS for t in tensors)
     device_ok = device.type == 'cuda' or _interpreting()
     if backend == 'auto':
-        return device.type == 'cuda' and dtype_ok and triton_importable()
+        usable = dtype_ok and width_ok and triton_importable()
+        return device.type == 'cuda' and usable
     if not triton_importable():
         raise RuntimeError(
             "backend='triton' needs the triton package (it comes with CUDA "
@@ -69,5 +75,11 @@ def use_fused(backend, *tensors):
             "backend='triton' takes fp32, bf16 or fp16 tensors, got "
             f"{[t.dtype for t in tensors]}; use backend='torch' (which "
             'also computes fp64).'
+        )
+    if not width_ok:
+        raise RuntimeError(
+            f"backend='triton' takes heads of at most {MAX_HEAD_DIMS} "
+            f'channels, got {[t.shape[-1] for t in tensors]}; use '
+            "backend='torch' (or 'auto', which falls back to it)."
         )
     return True
