@@ -4,38 +4,35 @@ Builds the model of CONFIG, runs mmengine's own ``init_weights`` (seeded as
 the runner would), applies the init setting exactly as
 ``SoftmaxToLinearInitHook`` does in ``before_train``, prints the copy table
 and saves the student as an ordinary mmpretrain classifier checkpoint
-(``backbone.*``, ``head.*``).
+(``backbone.*``, ``head.*``). A distillation config whose
+``model.teacher_checkpoint`` is unset takes CHECKPOINT as the teacher too.
 
 Example:
-    python tools/init_student.py configs/lvit/deit-t_relu_mlpcopy.py \\
-        deit_tiny_patch16_224.pth --setting MLPCopy --out work_dirs/init.pth
+    python tools/init_student.py \\
+        configs/lvit/deit-s_gla_mlpcopy-distill_cifar10.py \\
+        deit_small_patch16_224.pth --setting MLPCopy --out work_dirs/init.pth
 """
 
 import argparse
 import os
 import os.path as osp
 
-import torch
 from mmengine.config import DictAction
-from mmengine.registry import init_default_scope
-from mmengine.runner import set_random_seed
-from mmpretrain.registry import MODELS
 
-from mmlvit.engine.hooks.init_hook import SoftmaxToLinearInitHook, find_student
-from mmlvit.engine.logs import INIT_DUMP, drop_messages, read_config
-from mmlvit.transfer import COMPONENTS, FORMATS, setting_names
+from mmlvit.engine.logs import read_config
+from mmlvit.transfer import COMPONENTS
+from mmlvit.transfer.student import (
+    add_init_arguments,
+    init_student,
+    save_student,
+)
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('config', help='config of the student (or distiller)')
     parser.add_argument('checkpoint', help='softmax checkpoint to copy from')
-    parser.add_argument(
-        '--setting',
-        default='MLPCopy',
-        choices=setting_names(),
-        help='init setting (default: MLPCopy)',
-    )
+    add_init_arguments(parser)
     parser.add_argument(
         '--components',
         nargs='+',
@@ -43,21 +40,9 @@ def parse_args(argv=None):
         help="copy exactly these components instead of the setting's list",
     )
     parser.add_argument(
-        '--format',
-        default='auto',
-        choices=FORMATS,
-        help='layout of the checkpoint (default: detect it)',
-    )
-    parser.add_argument(
         '--out',
         required=True,
         help='where to save the initialised student (.pth)',
-    )
-    parser.add_argument(
-        '--seed',
-        type=int,
-        help="seed of the fresh init (default: the config's "
-        'randomness.seed, else 0)',
     )
     parser.add_argument(
         '--cfg-options',
@@ -98,20 +83,15 @@ def main(argv=None):
     cfg = read_config(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
-    init_default_scope(cfg.get('default_scope', 'mmpretrain'))
-    seed = args.seed
-    if seed is None:
-        seed = (cfg.get('randomness') or {}).get('seed') or 0
-    set_random_seed(seed)
-    model = MODELS.build(cfg.model)
-    # Outside a runner mmengine prints each tensor's init (about 1,400
-    # lines for a ViT): the copy table below says what matters.
-    with drop_messages(INIT_DUMP):
-        model.init_weights()
-    hook = SoftmaxToLinearInitHook(
-        args.checkpoint, args.setting, args.components, args.format
+    # A distiller config takes the checkpoint once: it is also the teacher.
+    student, report, seed = init_student(
+        cfg,
+        args.checkpoint,
+        args.setting,
+        args.components,
+        args.format,
+        args.seed,
     )
-    report = hook.initialise(model)
     print(report.table())
     meta = dict(
         setting=args.setting,
@@ -120,9 +100,7 @@ def main(argv=None):
         seed=seed,
         config=osp.basename(args.config),
     )
-    torch.save(
-        dict(state_dict=find_student(model).state_dict(), meta=meta), args.out
-    )
+    save_student(student, args.out, meta)
     print(f'Saved the initialised student to {args.out}')
 
 

@@ -2,12 +2,14 @@
 the same, initialise the rest analytically or by default."""
 
 from .analytical import impulse_init_, mimetic_init_
+from .arch import ViTArch, infer_vit_arch
 from .components import COMPONENTS, component_of
 from .errors import TransferError
 from .policies import Policy, apply_init, plan_init, resolve_policy
 from .readers import FORMATS, load_softmax_checkpoint
 from .report import CopyReport
 from .settings import SETTINGS, Setting, get_setting, setting_names
+from .student import init_student, save_student
 
 __all__ = [
     'COMPONENTS',
@@ -17,13 +19,17 @@ __all__ = [
     'Policy',
     'Setting',
     'TransferError',
+    'ViTArch',
     'apply_init',
     'component_of',
     'get_setting',
     'impulse_init_',
+    'infer_vit_arch',
+    'init_student',
     'load_softmax_checkpoint',
     'mimetic_init_',
     'plan_init',
     'resolve_policy',
+    'save_student',
     'setting_names',
 ]

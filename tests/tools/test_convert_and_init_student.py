@@ -269,3 +269,28 @@ def test_init_student_shape_mismatch(timm_vit, tmp_path, repo_root):
     ):
         tool.main([str(config), str(path), '--out', str(tmp_path / 'x.pth')])
     assert not (tmp_path / 'x.pth').exists()
+
+
+def test_init_student_takes_the_checkpoint_once_for_a_distiller(
+    tiny_teacher_checkpoint, tmp_path, repo_root
+):
+    """A distillation config without model.teacher_checkpoint: the
+    positional checkpoint is the teacher too."""
+    tool = load_tool(repo_root, 'tools/init_student.py')
+    out_file = tmp_path / 'student.pth'
+    tool.main(
+        [
+            osp.join(
+                repo_root, 'tests/data/configs/tiny_gla_distill_fmnist.py'
+            ),
+            tiny_teacher_checkpoint,
+            '--setting',
+            'MLPCopy',
+            '--out',
+            str(out_file),
+        ]
+    )
+    state = load_checkpoint_file(out_file)['state_dict']
+    softmax = load_checkpoint_file(tiny_teacher_checkpoint)['state_dict']
+    key = 'backbone.layers.1.ffn.layers.0.0.weight'
+    assert torch.equal(state[key], softmax[key])

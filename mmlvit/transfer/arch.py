@@ -1,0 +1,172 @@
+"""A softmax ViT's architecture, read off its weights.
+
+A checkpoint in mmpretrain keys (:func:`~.readers.load_softmax_checkpoint`)
+states everything about its ViT but the head count: width and patch size
+from the patch embedding, depth from the block indices, MLP width from the
+first MLP layer, image size from the learned position table, classes from
+the head. The heads follow the standard ViT zoo (ViT-Ti/S/B/L/H: 3, 6, 12,
+16, 16 heads; arXiv:2010.11929, arXiv:2012.12877), else 64 channels a head.
+"""
+
+import math
+import re
+from dataclasses import dataclass
+
+from mmpretrain.models.backbones import VisionTransformer
+
+from .errors import TransferError
+
+# Width -> heads of the standard ViT zoo.
+STANDARD_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}
+# mmpretrain's zoo names for the standard shapes, preferred in configs.
+ZOO_NAMES = ('deit-tiny', 'deit-small', 'deit-base', 'large', 'huge')
+_BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')
+_PATCH = 'backbone.patch_embed.projection.weight'
+_FFN = 'backbone.layers.0.ffn.layers.0.0.weight'
+_HEAD = 'head.layers.head.weight'
+
+
+@dataclass(frozen=True)
+class ViTArch:
+    """What a ViT checkpoint's weights say about its model.
+
+    Attributes:
+        embed_dims, num_layers, num_heads, feedforward_channels (int): The
+            transformer's shape.
+        patch_size (int): Side of a patch.
+        img_size (int): Side of the image the position table was trained
+            for (224 when the file has no learned table).
+        in_channels (int): Image channels.
+        with_cls_token (bool): The file has a class token.
+        num_classes (int, optional): Rows of the classifier; None without
+            one.
+    """
+
+    embed_dims: int
+    num_layers: int
+    num_heads: int
+    feedforward_channels: int
+    patch_size: int
+    img_size: int
+    in_channels: int
+    with_cls_token: bool
+    num_classes: int = None
+
+    @property
+    def arch(self):
+        """mmpretrain's ``arch``: a zoo name when the shape is one, else
+        the shape as a dict."""
+        shape = self.shape()
+        for name in ZOO_NAMES:
+            if VisionTransformer.arch_zoo[name] == shape:
+                return name
+        return shape
+
+    def shape(self):
+        """The transformer's shape as mmpretrain's custom ``arch`` dict."""
+        return dict(
+            embed_dims=self.embed_dims,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            feedforward_channels=self.feedforward_channels,
+        )
+
+    def describe(self):
+        """One line, e.g. 'deit-tiny (C=192, 12 layers, 3 heads, MLP 768),
+        patch 16, 224 px, 3 channels, class token, 1000 classes'."""
+        arch = self.arch if isinstance(self.arch, str) else 'custom'
+        head = (
+            f'{self.num_classes} classes'
+            if self.num_classes
+            else 'no classifier'
+        )
+        return (
+            f'{arch} (C={self.embed_dims}, {self.num_layers} layers, '
+            f'{self.num_heads} heads, MLP {self.feedforward_channels}), '
+            f'patch {self.patch_size}, {self.img_size} px, '
+            f'{self.in_channels} channels, '
+            f'{"class token" if self.with_cls_token else "no class token"}'
+            f', {head}'
+        )
+
+
+def default_num_heads(embed_dims):
+    """Heads of the standard ViT of width ``embed_dims``, else one per 64
+    channels; None when neither applies."""
+    if embed_dims in STANDARD_HEADS:
+        return STANDARD_HEADS[embed_dims]
+    if embed_dims % 64 == 0:
+        return embed_dims // 64
+    return None
+
+
+def infer_vit_arch(state_dict, num_heads=None, name='the checkpoint'):
+    """Read a ViT's architecture off its weights.
+
+    Args:
+        state_dict (Mapping[str, Tensor]): mmpretrain classifier keys, as
+            :func:`~.readers.load_softmax_checkpoint` returns them.
+        num_heads (int, optional): The head count, which weights cannot
+            show. Defaults to the standard zoo's for the width
+            (:func:`default_num_heads`).
+        name (str): The file, for messages.
+
+    Returns:
+        ViTArch
+
+    Raises:
+        TransferError: A part the shape is read from is missing or
+            inconsistent, or the head count cannot be guessed (pass it).
+    """
+    missing = [k for k in (_PATCH, _FFN) if k not in state_dict]
+    if missing:
+        raise TransferError(
+            f'Cannot read a ViT architecture off {name}: it has no '
+            f'{" or ".join(missing)}.'
+        )
+    embed_dims, in_channels, patch_h, patch_w = state_dict[_PATCH].shape
+    if patch_h != patch_w:
+        raise TransferError(
+            f'{name} has {patch_h}x{patch_w} patches; only square patches '
+            'are supported.'
+        )
+    num_layers = len(
+        {int(m.group(1)) for m in map(_BLOCK.match, state_dict) if m}
+    )
+    if num_heads is None:
+        num_heads = default_num_heads(embed_dims)
+        if num_heads is None:
+            raise TransferError(
+                f'{name} is {embed_dims} wide, not a standard ViT width '
+                f'({sorted(STANDARD_HEADS)}) nor a multiple of 64: pass the '
+                'number of heads.'
+            )
+    if embed_dims % num_heads:
+        raise TransferError(
+            f'{num_heads} heads do not divide the width {embed_dims} of '
+            f'{name}.'
+        )
+    with_cls_token = 'backbone.cls_token' in state_dict
+    img_size = 224
+    pos_embed = state_dict.get('backbone.pos_embed')
+    if pos_embed is not None:
+        patches = pos_embed.shape[1] - int(with_cls_token)
+        side = math.isqrt(patches)
+        if side * side != patches:
+            raise TransferError(
+                f'The position table of {name} has {patches} patch '
+                'positions, not a square grid.'
+            )
+        img_size = side * patch_h
+    head = state_dict.get(_HEAD)
+    return ViTArch(
+        embed_dims=embed_dims,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        feedforward_channels=state_dict[_FFN].shape[0],
+        patch_size=patch_h,
+        img_size=img_size,
+        in_channels=in_channels,
+        with_cls_token=with_cls_token,
+        num_classes=None if head is None else head.shape[0],
+    )

@@ -1,0 +1,220 @@
+"""One softmax ViT file -> a linear student and the config that trains it.
+
+:func:`convert_to_student` reads a softmax checkpoint in any supported
+layout, reads its architecture off the weights (:mod:`.arch`), writes a
+distillation config that inherits the project's DeiT transfer recipe
+(``configs/_base_/lvit/deit-s_mlpcopy-distill_{dataset}.py``) at that
+architecture, with the operator, the init setting, the teacher's file and
+the student's initial weights filled in, and initialises the student from
+that config as a training run would (:func:`.student.init_student`).
+"""
+
+import glob
+import os
+import os.path as osp
+import re
+
+from .arch import infer_vit_arch
+from .readers import load_softmax_checkpoint
+from .settings import get_setting
+from .student import init_student, save_student
+
+_RECIPE = 'deit-s_mlpcopy-distill_{}.py'
+
+
+def configs_root():
+    """The project's configs: the source tree's, else the packaged copy."""
+    package = osp.dirname(osp.dirname(osp.abspath(__file__)))
+    for root in (
+        osp.join(osp.dirname(package), 'configs'),
+        osp.join(package, '.mim', 'configs'),
+    ):
+        if osp.isdir(osp.join(root, '_base_', 'lvit')):
+            return root
+    raise FileNotFoundError(
+        f'No mmlvit configs next to {package} (configs/ or .mim/configs).'
+    )
+
+
+def recipe_datasets():
+    """Datasets of the DeiT transfer recipe (``cifar10``, ``stl10``, ...)."""
+    pattern = osp.join(configs_root(), '_base_', 'lvit', _RECIPE.format('*'))
+    prefix, suffix = _RECIPE.split('{}')
+    return sorted(
+        osp.basename(p)[len(prefix) : -len(suffix)] for p in glob.glob(pattern)
+    )
+
+
+def resolve_operator(name):
+    """The registered operator class named by its type or short name
+    (``'gla'``, ``'GatedLinearAttention'``)."""
+    from mmlvit.models.attentions import registered_operators
+
+    operators = registered_operators()
+    for type_name, cls in operators.items():
+        if name in (type_name, cls.short_name):
+            return cls
+    names = sorted(cls.short_name for cls in operators.values())
+    raise ValueError(
+        f'Unknown operator {name!r}; choose from {", ".join(names)} (or '
+        'their registry names).'
+    )
+
+
+def _path_in_config(path, config_dir):
+    """``path`` relative to the config's folder when both lie in one tree
+    below the configs' parent, else absolute."""
+    path = osp.abspath(path)
+    top = osp.dirname(configs_root())
+    if osp.commonpath([path, top]) == top and (
+        osp.commonpath([osp.abspath(config_dir), top]) == top
+    ):
+        return osp.relpath(path, config_dir)
+    return path
+
+
+def _literal(value, indent=0):
+    """``value`` as config source: dicts as ``dict(key=value, ...)``, one
+    key a line."""
+    if isinstance(value, dict):
+        pad = ' ' * (indent + 4)
+        items = ',\n'.join(
+            f'{pad}{key}={_literal(item, indent + 4)}'
+            for key, item in value.items()
+        )
+        return f'dict(\n{items})'
+    if isinstance(value, list):
+        return '[' + ', '.join(_literal(v, indent) for v in value) + ']'
+    return repr(value)
+
+
+def student_config_text(
+    arch, operator, setting, dataset, teacher, student, base, source
+):
+    """The text of the written config (see :func:`convert_to_student`)."""
+    arch_value = arch.arch
+    if isinstance(arch_value, dict):
+        # The recipe names a zoo arch: replace it, do not merge into it.
+        arch_value = dict(_delete_=True, **arch_value)
+    shape = dict(
+        arch=arch_value,
+        img_size=arch.img_size,
+        patch_size=arch.patch_size,
+        in_channels=arch.in_channels,
+    )
+    teacher_head = dict(in_channels=arch.embed_dims)
+    if arch.num_classes:
+        teacher_head['num_classes'] = arch.num_classes
+    model = dict(
+        teacher_checkpoint=teacher,
+        student=dict(
+            backbone=dict(
+                shape, attn_cfg=dict(_delete_=True, type=operator.__name__)
+            ),
+            head=dict(in_channels=arch.embed_dims),
+        ),
+        teacher=dict(backbone=shape, head=teacher_head),
+    )
+    hooks = [dict(type='SoftmaxToLinearInitHook', setting=setting.name)]
+    return (
+        f'# A {operator.__name__} student of {source}:\n'
+        f'# {arch.describe()};\n'
+        f'# initialised with {setting.name} (load_from) and distilled from '
+        f'that softmax\n# model on {dataset} with the DeiT transfer recipe. '
+        'Written by tools/convert.py.\n'
+        f'# Train: python tools/train.py THIS_FILE\n'
+        f'_base_ = [{base!r}]\n\n'
+        f'model = {_literal(model)}\n\n'
+        '# The student starts from load_from: the hook then copies nothing '
+        'again.\n'
+        f'custom_hooks = {_literal(hooks)}\n'
+        f'load_from = {student!r}\n'
+    )
+
+
+def convert_to_student(
+    src,
+    out_dir,
+    operator='gla',
+    setting='MLPCopy',
+    dataset='cifar10',
+    format='auto',
+    num_heads=None,
+    seed=None,
+):
+    """Write a linear student of a softmax ViT and its training config.
+
+    Args:
+        src (str): Softmax checkpoint, any format of
+            :func:`~.readers.load_softmax_checkpoint`.
+        out_dir (str): Folder for ``{stem}.py`` (the config) and
+            ``{stem}_init.pth`` (the student, mmpretrain format).
+        operator (str): Attention operator, short or registry name.
+        setting (str): Init setting (``SETTINGS``).
+        dataset (str): One of :func:`recipe_datasets`.
+        format (str): Layout of ``src``, or 'auto'.
+        num_heads (int, optional): Heads, when the width is not a standard
+            ViT's (see :func:`~.arch.infer_vit_arch`).
+        seed (int, optional): Seed of the student's fresh parameters.
+
+    Returns:
+        dict: ``config``, ``student`` (paths), ``arch`` (ViTArch),
+        ``report`` (CopyReport).
+    """
+    from mmlvit.engine.logs import read_config
+
+    operator_cls = resolve_operator(operator)
+    setting_rec = get_setting(setting)
+    if dataset not in recipe_datasets():
+        raise ValueError(
+            f'Unknown dataset {dataset!r}; the recipe has '
+            f'{", ".join(recipe_datasets())}.'
+        )
+    arch = infer_vit_arch(
+        load_softmax_checkpoint(src, format), num_heads, name=str(src)
+    )
+    arch_name = (
+        arch.arch
+        if isinstance(arch.arch, str)
+        else (f'vit-c{arch.embed_dims}-l{arch.num_layers}')
+    )
+    stem = (
+        f'{arch_name}-p{arch.patch_size}_{operator_cls.short_name}_'
+        f'{setting_rec.short_name}-distill_{dataset}'
+    )
+    stem = re.sub(r'[^\w.-]', '_', stem)
+    os.makedirs(out_dir, exist_ok=True)
+    config_path = osp.join(out_dir, stem + '.py')
+    student_path = osp.join(out_dir, stem + '_init.pth')
+    base = osp.join(configs_root(), '_base_', 'lvit', _RECIPE.format(dataset))
+    text = student_config_text(
+        arch,
+        operator_cls,
+        setting_rec,
+        dataset,
+        teacher=osp.abspath(src),
+        student=osp.abspath(student_path),
+        base=_path_in_config(base, out_dir),
+        source=osp.basename(str(src)),
+    )
+    with open(config_path, 'w') as f:
+        f.write(text)
+    try:
+        cfg = read_config(config_path)
+        student, report, seed = init_student(
+            cfg, src, setting_rec.name, format=format, seed=seed
+        )
+    except BaseException:
+        os.remove(config_path)
+        raise
+    meta = dict(
+        setting=setting_rec.name,
+        components=report.policy.components,
+        softmax_checkpoint=osp.basename(str(src)),
+        seed=seed,
+        config=osp.basename(config_path),
+    )
+    save_student(student, student_path, meta)
+    return dict(
+        config=config_path, student=student_path, arch=arch, report=report
+    )
