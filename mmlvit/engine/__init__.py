@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     fsdp,
     hooks,
     layer_decay,
+    loops,
     optim_wrapper,
 )
 

@@ -1,11 +1,14 @@
 """The Runner that ``tools/train.py`` and ``tools/test.py`` build."""
 
+import copy
 import logging
 import re
 
 import torch
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner as _Runner
+
+from mmlvit.engine.loops import ResumableEpochBasedTrainLoop
 
 _GPU_NUMBER = re.compile(r'^(\s*)GPU number: (\d+)$', re.MULTILINE)
 
@@ -26,8 +29,22 @@ class _ProcessesNotGPUs(logging.Filter):
 
 class Runner(_Runner):
     """mmengine's Runner whose environment block counts processes, not
-    GPUs, on a machine without CUDA (``tools/train.py`` and
-    ``tools/test.py`` build it)."""
+    GPUs, on a machine without CUDA, and whose epoch-based training loop
+    resumes within an epoch (:mod:`mmlvit.engine.loops`).
+    ``tools/train.py`` and ``tools/test.py`` build it."""
+
+    def build_train_loop(self, loop):
+        if (
+            isinstance(loop, dict)
+            and 'type' not in loop
+            and loop.get('by_epoch')
+        ):
+            loop = copy.deepcopy(loop)
+            loop.pop('by_epoch')
+            return ResumableEpochBasedTrainLoop(
+                **loop, runner=self, dataloader=self._train_dataloader
+            )
+        return super().build_train_loop(loop)
 
     def _log_env(self, env_cfg):
         if torch.cuda.is_available():

@@ -4,10 +4,15 @@ import logging
 import os
 import os.path as osp
 import re
+import signal
+import threading
+import time
 from collections import deque
 from contextlib import nullcontext
 
-from mmengine.dist import is_main_process
+import numpy as np
+import torch
+from mmengine.dist import all_reduce, get_world_size, is_main_process
 from mmengine.hooks import CheckpointHook
 from mmengine.logging import print_log
 from mmpretrain.registry import HOOKS
@@ -22,6 +27,19 @@ from mmlvit.engine.resume_schedule import (
 )
 
 LAST_CHECKPOINT = 'last_checkpoint'
+# The exit status of a run stopped by a signal after saving a resumable
+# checkpoint: EX_TEMPFAIL of sysexits.h ("try again later").
+PREEMPTED_EXIT_CODE = 75
+PREEMPTION_TEMPLATE = 'iter_{}.pth'
+
+
+class Preempted(SystemExit):
+    """Training stopped on a signal after saving a resumable checkpoint;
+    the process exits with :data:`PREEMPTED_EXIT_CODE`."""
+
+    def __init__(self, message):
+        super().__init__(PREEMPTED_EXIT_CODE)
+        self.message = message
 
 
 def missing_resume_state(checkpoint):
@@ -34,6 +52,102 @@ def missing_resume_state(checkpoint):
     if not isinstance(checkpoint, dict) or 'optimizer' not in checkpoint:
         missing.append('optimizer')
     return missing
+
+
+def _show(value):
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + '...'
+    return f'{text} ({type(value).__name__})'
+
+
+def _is_count(value):
+    return (
+        isinstance(value, (int, np.integer))
+        and not isinstance(value, (bool, np.bool_))
+        and value >= 0
+    )
+
+
+def malformed_resume_state(checkpoint):
+    """Fields of a checkpoint that ``Runner.resume`` and the hooks read and
+    that hold something else than what mmengine writes there: one phrase
+    per field (``meta.epoch is 'abc' (a str), not ...``); empty when every
+    field present is well-formed (missing fields:
+    :func:`missing_resume_state`)."""
+    if not isinstance(checkpoint, dict):
+        return [f'the file holds {_show(checkpoint)}, not a checkpoint dict']
+    if 'meta' not in checkpoint:
+        return []
+    meta = checkpoint['meta']
+    if not isinstance(meta, dict):
+        return [f'meta is {_show(meta)}, not a dict']
+    problems = [
+        f'meta.{key} is {_show(meta[key])}, not a non-negative integer'
+        for key in ('epoch', 'iter')
+        if key in meta and not _is_count(meta[key])
+    ]
+    if (
+        not problems
+        and {'epoch', 'iter'} <= meta.keys()
+        and meta['iter'] < meta['epoch']
+    ):
+        problems.append(
+            f'meta.iter ({meta["iter"]}) is smaller than meta.epoch '
+            f'({meta["epoch"]}), but every epoch has at least one iteration'
+        )
+    seed = meta.get('seed')
+    if seed is not None and not isinstance(seed, (int, np.integer)):
+        problems.append(f'meta.seed is {_show(seed)}, not an integer')
+    if 'config' in meta and not isinstance(meta['config'], str):
+        problems.append(f'meta.config is {_show(meta["config"])}, not a str')
+    saved = checkpoint.get('random_state')
+    if saved is not None:
+        if not isinstance(saved, dict):
+            problems.append(f'random_state is {_show(saved)}, not a dict')
+        else:
+            problems += [
+                f'random_state.{key} is {_show(saved.get(key))}, not a '
+                'non-negative integer'
+                for key in ('epoch', 'iter')
+                if (key in saved or key == 'epoch')
+                and not _is_count(saved.get(key))
+            ]
+            problems += [
+                f'random_state.{key} is missing'
+                for key in ('python', 'numpy', 'torch')
+                if key not in saved
+            ]
+            if 'torch' in saved and not isinstance(
+                saved['torch'], torch.Tensor
+            ):
+                problems.append(
+                    f'random_state.torch is {_show(saved["torch"])}, not a '
+                    'tensor'
+                )
+    return problems
+
+
+def malformed_message(filename, problems):
+    return (
+        f'{filename} cannot be resumed: {"; ".join(problems)}. The file was '
+        'not written by this training code or was edited. Resume from '
+        'another checkpoint of the run (--resume without a path takes the '
+        'newest one that is intact), or start a new run from its weights '
+        f'with --cfg-options load_from={filename} (without --resume).'
+    )
+
+
+def check_resume_state(checkpoint, filename):
+    """Raise :class:`CheckpointError` naming ``filename`` and the field
+    when ``checkpoint`` lacks the training state or holds malformed
+    metadata; nothing of it has been applied yet when this is called
+    (``after_load_checkpoint``)."""
+    problems = malformed_resume_state(checkpoint)
+    if problems:
+        raise CheckpointError(malformed_message(filename, problems))
+    missing = missing_resume_state(checkpoint)
+    if missing:
+        raise CheckpointError(not_resumable_message(filename, missing))
 
 
 def not_resumable_message(filename, missing):
@@ -71,8 +185,34 @@ class SafeCheckpointHook(CheckpointHook):
       ``last_checkpoint`` alone; it refuses to start over when checkpoints
       exist but none can be resumed. Resuming a file without optimizer
       state (a ``best_*.pth``, a weights-only file) is an error that points
-      to ``load_from``.
+      to ``load_from``; so is malformed metadata (``meta`` not a dict, a
+      negative or non-integer ``meta.epoch``/``meta.iter``, ...), checked
+      before anything of the file is applied. Epoch and iteration
+      checkpoints are ordered by the iteration they were saved at.
+    - A signal in ``stop_signals`` (SIGTERM, which schedulers send before
+      they kill a job, and SIGUSR1, Slurm's ``--signal`` warning) stops
+      training after the current iteration: a resumable checkpoint
+      ``iter_{N}.pth`` is saved, the log says so and the process exits with
+      :data:`PREEMPTED_EXIT_CODE` (75). ``--resume`` continues with the
+      next batch (:mod:`mmlvit.engine.loops`); the file is deleted once a
+      newer checkpoint is complete. In distributed runs the processes stop
+      at the same iteration.
+
+    Args:
+        stop_signals (Sequence[str]): Names of the signals that stop
+            training with a checkpoint. Defaults to
+            ``('SIGTERM', 'SIGUSR1')``; ``()`` keeps the default actions.
+        **kwargs: :class:`~mmengine.hooks.CheckpointHook`'s arguments.
     """
+
+    def __init__(self, *args, stop_signals=('SIGTERM', 'SIGUSR1'), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stop_signals = [
+            getattr(signal, name) for name in stop_signals or ()
+        ]
+        self._received = None  # (signal number, time.time()) of a stop
+        self._old_handlers = {}
+        self._preemption_ckpt = None
 
     def before_run(self, runner):
         folder = self._checkpoint_folder(runner)
@@ -86,7 +226,7 @@ class SafeCheckpointHook(CheckpointHook):
                     level=logging.WARNING,
                 )
         if runner._resume and runner._load_from is None:
-            resume_from = self._newest_resumable(folder)
+            resume_from = self._newest_resumable(folder, runner)
             if resume_from is not None:
                 runner._load_from = resume_from
 
@@ -102,6 +242,10 @@ class SafeCheckpointHook(CheckpointHook):
     def before_train(self, runner):
         with self._unused_file_client():
             super().before_train(runner)
+        self._preemption_ckpt = runner.message_hub.runtime_info.pop(
+            'preemption_ckpt', None
+        )
+        self._install_stop_handlers()
         resumed, self._resumed = getattr(self, '_resumed', None), None
         if resumed is None:
             return
@@ -112,18 +256,105 @@ class SafeCheckpointHook(CheckpointHook):
         if finished:
             print_log(finished, logger='current')
 
+    def after_train(self, runner):
+        super().after_train(runner)
+        self._restore_handlers()
+
+    # Stopping on a signal ------------------------------------------------
+
+    def _install_stop_handlers(self):
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in self.stop_signals:
+            self._old_handlers[signum] = signal.signal(signum, self._on_signal)
+
+    def _restore_handlers(self):
+        for signum, handler in self._old_handlers.items():
+            signal.signal(signum, handler)
+        self._old_handlers = {}
+
+    def _on_signal(self, signum, frame):
+        # Only note it: the training step in progress finishes first.
+        if self._received is None:
+            self._received = (signum, time.time())
+
+    def _agreed_stop(self):
+        """The signal that stops training now, agreed by every process
+        (the largest signal number any process received; 0: none)."""
+        signum = self._received[0] if self._received else 0
+        if get_world_size() > 1:
+            flag = torch.tensor([signum], dtype=torch.int64)
+            all_reduce(flag, op='max')
+            signum = int(flag.item())
+        return signum
+
+    def after_train_iter(
+        self, runner, batch_idx, data_batch=None, outputs=None
+    ):
+        super().after_train_iter(runner, batch_idx, data_batch, outputs)
+        if not self.stop_signals:
+            return
+        signum = self._agreed_stop()
+        if signum:
+            self._stop(runner, batch_idx, signum)
+
+    def _stop(self, runner, batch_idx, signum):
+        step = runner.iter + 1
+        name = PREEMPTION_TEMPLATE.format(step)
+        path = self.file_backend.join_path(self.out_dir, name)
+        if path != self.last_ckpt:  # else saved at this iteration already
+            runner.message_hub.update_info('preemption_ckpt', path)
+            with self._unused_file_client():
+                runner.save_checkpoint(
+                    self.out_dir,
+                    name,
+                    self.file_client_args,
+                    save_optimizer=True,
+                    save_param_scheduler=True,
+                    meta=dict(epoch=runner.epoch, iter=step),
+                    by_epoch=False,
+                    backend_args=self.backend_args,
+                    **self.args,
+                )
+            runner.message_hub.runtime_info.pop('preemption_ckpt', None)
+            if is_main_process():
+                atomic_write(osp.join(runner.work_dir, LAST_CHECKPOINT), path)
+            self._remove_preemption_ckpt(keep=path)
+            self._preemption_ckpt = path
+        name = signal.Signals(signum).name
+        waited = (
+            f' {time.time() - self._received[1]:.1f} s ago'
+            if self._received and self._received[0] == signum
+            else ' by another process'
+        )
+        message = (
+            f'Received {name}{waited}: stopped training after iteration '
+            f'{step} (epoch {runner.epoch + 1}, batch {batch_idx + 1} of '
+            f'{len(runner.train_dataloader)}) and saved {path}. Run the same '
+            f'command with --resume to continue from the next batch. '
+            f'Exiting with code {PREEMPTED_EXIT_CODE}.'
+        )
+        print_log(message, logger='current', level=logging.WARNING)
+        self._restore_handlers()
+        raise Preempted(message)
+
+    def _remove_preemption_ckpt(self, keep=None):
+        """Delete the checkpoint of an earlier stop once a newer one is
+        complete."""
+        old = self._preemption_ckpt
+        if old and old != keep and is_main_process():
+            self._remove(old)
+        self._preemption_ckpt = None
+
     def after_load_checkpoint(self, runner, checkpoint):
         # Runner.resume() reads meta['epoch'] and the optimizer right after
         # this call: a file without them fails there with a bare KeyError
-        # or, for best_*.pth, silently restarts the schedule.
+        # or, for best_*.pth, silently restarts the schedule; a malformed
+        # meta.epoch is logged as 'resumed epoch: abc' and then fails.
         if getattr(runner, '_resume', False) and not getattr(
             runner, '_has_loaded', True
         ):
-            missing = missing_resume_state(checkpoint)
-            if missing:
-                raise CheckpointError(
-                    not_resumable_message(runner._load_from, missing)
-                )
+            check_resume_state(checkpoint, runner._load_from)
             # The runner's schedulers are still those built for this run's
             # length; the checkpoint's state replaces them next.
             self._resumed = (
@@ -143,31 +374,54 @@ class SafeCheckpointHook(CheckpointHook):
             self.out_dir, osp.basename(runner.work_dir.rstrip(osp.sep))
         )
 
-    def _candidates(self, folder):
-        """Step checkpoints (``filename_tmpl``) in ``folder``, newest
-        first."""
-        pattern = re.compile(
-            re.escape(self.filename_tmpl).replace(r'\{\}', r'(\d+)') + '$'
-        )
-        steps = []
-        for name in os.listdir(folder) if osp.isdir(folder) else []:
-            match = pattern.match(name)
-            if match:
-                steps.append((int(match.group(1)), osp.join(folder, name)))
-        return [path for _, path in sorted(steps, reverse=True)]
+    def _candidates(self, folder, runner):
+        """Epoch and iteration checkpoints (``filename_tmpl`` and
+        ``iter_{N}.pth``) in ``folder``, newest first: ordered by the
+        iteration they were saved at (``epoch_N.pth`` at N epochs of the
+        training dataloader; the epoch file first when both are at the same
+        iteration)."""
+        try:
+            per_epoch = len(runner.train_dataloader) if self.by_epoch else 1
+        except TypeError:  # a dataloader without a length
+            per_epoch = None
+        templates = [(self.filename_tmpl, per_epoch, int(self.by_epoch))]
+        if self.filename_tmpl != PREEMPTION_TEMPLATE:
+            templates.append((PREEMPTION_TEMPLATE, 1, 0))
+        steps = {}
+        names = os.listdir(folder) if osp.isdir(folder) else []
+        for template, scale, is_epoch in templates:
+            pattern = re.compile(
+                re.escape(template).replace(r'\{\}', r'(\d+)') + '$'
+            )
+            for name in names:
+                match = pattern.match(name)
+                if match is None:
+                    continue
+                step = int(match.group(1))
+                if scale is None:  # unknown length: epoch files first
+                    position = (float('inf'), step, 1)
+                else:
+                    position = (step * scale, 0, is_epoch)
+                steps[osp.join(folder, name)] = position
+        return sorted(steps, key=steps.get, reverse=True)
 
-    def _newest_resumable(self, folder):
-        candidates = self._candidates(folder)
+    def _newest_resumable(self, folder, runner):
+        candidates = self._candidates(folder, runner)
         skipped = []
         for path in candidates:
             if osp.isdir(path):  # sharded (FSDP/DeepSpeed) checkpoint folder
                 chosen = path
                 break
             try:
-                missing = missing_resume_state(load_checkpoint_file(path))
+                checkpoint = load_checkpoint_file(path)
             except (CheckpointError, OSError) as err:
                 skipped.append(f'{path} ({err})')
                 continue
+            malformed = malformed_resume_state(checkpoint)
+            if malformed:
+                skipped.append(f'{path} ({"; ".join(malformed)})')
+                continue
+            missing = missing_resume_state(checkpoint)
             if missing:
                 skipped.append(f'{path} (no {", ".join(missing)})')
                 continue
@@ -228,6 +482,8 @@ class SafeCheckpointHook(CheckpointHook):
             atomic_write(
                 osp.join(runner.work_dir, LAST_CHECKPOINT), self.last_ckpt
             )
+        self._remove_preemption_ckpt(keep=self.last_ckpt)
+        if is_main_process():
             for old_step in outdated:
                 self._remove(
                     self.file_backend.join_path(

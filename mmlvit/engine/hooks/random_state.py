@@ -50,58 +50,93 @@ class RandomStateHook(Hook):
     draws from numpy's global generator) and dropout draw different numbers
     than the uninterrupted run: the weights drift apart.
 
-    The generators' states are taken when a training epoch ends and set
-    again when the next one begins, so anything that runs in between
-    (validation, saving) draws without shifting training's numbers. Every
-    checkpoint saved after an epoch carries that epoch's state, and the
-    first epoch of a resumed run starts from it. With
-    ``randomness=dict(seed=..., deterministic=True)`` a run resumed from an
-    epoch checkpoint ends bit-identical to the uninterrupted run on the same
-    machine. Not covered: a run resumed from a checkpoint saved within an
-    epoch (iteration-based checkpoints) continues with fresh random numbers
-    (a warning says so), and dataloader worker processes keep their own
-    generators (mmengine seeds them from the seed, rank and worker id).
+    The generators' states are taken when a training iteration and a
+    training epoch end; a checkpoint carries the state of the point it was
+    saved at, tagged with that point's ``epoch`` and ``iter``. A run resumed
+    from an epoch checkpoint sets them when the next epoch begins, so
+    anything that runs in between (validation, saving) draws without
+    shifting training's numbers. A run resumed from a checkpoint saved
+    within an epoch (iteration checkpoints, the checkpoint of a run stopped
+    by a signal) sets them once the epoch's dataloader iterator exists,
+    just before the next batch is loaded
+    (:class:`~mmlvit.engine.loops.ResumableEpochBasedTrainLoop`). With
+    ``randomness=dict(seed=..., deterministic=True)`` and ``num_workers=0``
+    a resumed run ends bit-identical to the uninterrupted run on the same
+    machine. Dataloader worker processes keep their own generators
+    (mmengine seeds them from the seed, rank and worker id).
     """
 
     priority = 'HIGHEST'
 
     def __init__(self):
-        self._epoch_end = None  # (epoch, state) of the last finished epoch
+        self._epoch_end = None  # (epoch, iter, state) of the last epoch end
+        self._iter_end = None  # (iter, state) of the last iteration end
+        self._resume_point = None  # state to set within the resumed epoch
+
+    def after_train_iter(
+        self, runner, batch_idx, data_batch=None, outputs=None
+    ):
+        self._iter_end = (runner.iter + 1, capture())
 
     def after_train_epoch(self, runner):
-        self._epoch_end = (runner.epoch + 1, capture())
+        self._epoch_end = (runner.epoch + 1, runner.iter, capture())
 
     def before_train_epoch(self, runner):
         if self._epoch_end is not None and self._epoch_end[0] == runner.epoch:
-            restore(self._epoch_end[1])
+            restore(self._epoch_end[2])
 
     def before_save_checkpoint(self, runner, checkpoint):
-        if self._epoch_end is not None:
-            epoch, state = self._epoch_end
-            checkpoint[KEY] = dict(epoch=epoch, **state)
+        meta = checkpoint.get('meta') or {}
+        epoch, it = meta.get('epoch'), meta.get('iter')
+        state = None
+        if self._epoch_end is not None and self._epoch_end[:2] == (epoch, it):
+            state = self._epoch_end[2]
+        elif self._iter_end is not None and self._iter_end[0] == it:
+            state = self._iter_end[1]
+        if state is not None:
+            checkpoint[KEY] = dict(epoch=epoch, iter=it, **state)
 
     def after_load_checkpoint(self, runner, checkpoint):
         if not getattr(runner, '_resume', False):
             return
+        from .checkpoint import check_resume_state
+
+        check_resume_state(checkpoint, getattr(runner, '_load_from', None))
         saved = checkpoint.get(KEY)
-        meta = checkpoint.get('meta', {})
-        at_epoch_end = (
+        meta = checkpoint['meta']
+        epoch, it = meta['epoch'], meta['iter']
+        matches = (
             saved is not None
-            and saved['epoch'] == meta.get('epoch')
-            and meta.get('iter') == _iters_through(runner, saved['epoch'])
+            and saved['epoch'] == epoch
+            and saved.get('iter', it) == it
         )
-        if at_epoch_end:
-            state = {k: v for k, v in saved.items() if k != 'epoch'}
-            self._epoch_end = (saved['epoch'], state)
-            return
+        if matches:
+            state = {
+                k: v for k, v in saved.items() if k not in ('epoch', 'iter')
+            }
+            if it == _iters_through(runner, epoch):
+                self._epoch_end = (epoch, it, state)
+                return
+            if hasattr(runner.train_loop, 'resume_position'):
+                self._resume_point = state
+                return
         print_log(
             'The resumed checkpoint holds no random-generator state for the '
-            'point it was saved at (saved within an epoch, or by a run '
-            'without RandomStateHook): training continues with fresh random '
-            'numbers and will not match an uninterrupted run bit for bit.',
+            'point it was saved at (saved by a run without RandomStateHook, '
+            'or within an epoch of a training loop that cannot resume '
+            'there): training continues with fresh random numbers and will '
+            'not match an uninterrupted run bit for bit.',
             logger='current',
             level=logging.WARNING,
         )
+
+    def restore_resume_point(self, runner):
+        """Set the generators to the state saved with the checkpoint this
+        run resumed within an epoch (the training loop calls this just
+        before the first batch of the resumed epoch is loaded)."""
+        if self._resume_point is not None:
+            restore(self._resume_point)
+            self._resume_point = None
 
 
 def _iters_through(runner, epoch):

@@ -1,0 +1,140 @@
+"""SIGTERM / SIGUSR1 (what schedulers send before they kill a job) stop a
+real tools/train.py process after the current iteration with a resumable
+checkpoint, a log line and exit code 75; --resume finishes the run with the
+weights of the uninterrupted run."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import torch
+
+from mmlvit.checkpoint import load_checkpoint_file
+from mmlvit.engine.hooks.checkpoint import PREEMPTED_EXIT_CODE
+
+FLIP = 'tests/data/configs/tiny_softmax_flip_fmnist.py'
+STOPPED = re.compile(
+    r'Received (SIG\w+) [\d.]+ s ago: stopped training after iteration '
+    r'(\d+) \(epoch (\d+), batch (\d+) of 4\) and saved (\S+)\. Run the '
+    r'same command with --resume to continue from the next batch\. '
+    r'Exiting with code 75\.'
+)
+
+
+def train(repo_root, python, work_dir, log_path, *extra):
+    cmd = [python, 'tools/train.py', FLIP, '--work-dir', str(work_dir)]
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
+    return subprocess.Popen(
+        cmd + list(extra),
+        cwd=repo_root,
+        env=env,
+        stdout=open(log_path, 'w'),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def signal_at_line(proc, log_path, line, signum, timeout=180):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, log_path.read_text()[-3000:]
+        if log_path.exists() and line in log_path.read_text():
+            proc.send_signal(signum)
+            return proc.wait(timeout=120)
+        time.sleep(0.02)
+    proc.kill()
+    raise AssertionError(f'no line {line!r} within {timeout} s')
+
+
+def weights(path):
+    return load_checkpoint_file(path)['state_dict']
+
+
+def test_sigterm_saves_a_checkpoint_and_resume_finishes_identically(
+    tmp_path, repo_root, python, fashion_mnist_root
+):
+    straight = train(repo_root, python, tmp_path / 'a', tmp_path / 'a.log')
+    work_dir = tmp_path / 'b'
+    log1 = tmp_path / 'b1.log'
+    proc = train(repo_root, python, work_dir, log1)
+    code = signal_at_line(proc, log1, 'Epoch(train) [2][2/4]', signal.SIGTERM)
+    log = log1.read_text()
+    assert code == PREEMPTED_EXIT_CODE == 75, log[-3000:]
+    assert 'Traceback' not in log
+    found = STOPPED.search(log)
+    assert found, log[-3000:]
+    name, step, epoch, batch, path = found.groups()
+    step, epoch, batch = int(step), int(epoch), int(batch)
+    assert name == 'SIGTERM' and step > 6 and step == (epoch - 1) * 4 + batch
+    assert path == str(work_dir / f'iter_{step}.pth')
+    saved = load_checkpoint_file(path)
+    assert saved['meta']['epoch'] == epoch - 1
+    assert saved['meta']['iter'] == step
+    assert 'optimizer' in saved and 'param_schedulers' in saved
+    assert (work_dir / 'last_checkpoint').read_text() == path
+    assert not [n for n in os.listdir(work_dir) if n.endswith('.tmp')]
+
+    log2 = tmp_path / 'b2.log'
+    resumed = train(repo_root, python, work_dir, log2, '--resume')
+    assert resumed.wait(timeout=300) == 0, log2.read_text()[-3000:]
+    log = log2.read_text()
+    assert f'resumed epoch: {epoch - 1}, iter: {step}' in log
+    # Every iteration trained once: the resumed run starts with the next.
+    trained = re.findall(r'Epoch\(train\) \[(\d)\]\[(\d)/4\]', log)
+    expected = [(e, b) for e in '123' for b in '1234'][step:]
+    assert trained == expected
+    assert straight.wait(timeout=300) == 0
+    a, b = (
+        weights(tmp_path / 'a' / 'epoch_3.pth'),
+        weights(work_dir / 'epoch_3.pth'),
+    )
+    assert [k for k in a if not torch.equal(a[k], b[k])] == []
+    # The stop's checkpoint goes once a newer checkpoint is complete.
+    assert not os.path.exists(path)
+
+
+def test_sigusr1_stops_the_same_way(
+    tmp_path, repo_root, python, fashion_mnist_root
+):
+    log_path = tmp_path / 'run.log'
+    proc = train(repo_root, python, tmp_path / 'w', log_path)
+    code = signal_at_line(
+        proc, log_path, 'Epoch(train) [1][1/4]', signal.SIGUSR1
+    )
+    log = log_path.read_text()
+    assert code == 75, log[-3000:]
+    name, step = STOPPED.search(log).group(1, 2)
+    assert name == 'SIGUSR1'
+    assert load_checkpoint_file(tmp_path / 'w' / f'iter_{step}.pth')
+
+
+def test_slurm_train_asks_for_the_warning_signal(tmp_path, repo_root, python):
+    """tools/slurm_train.sh passes srun --signal=USR1@120 (SIGNAL= drops
+    it), so that Slurm warns the tasks before the time limit."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    srun = bin_dir / 'srun'
+    srun.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$SRUN_ARGS_FILE"\n')
+    srun.chmod(0o755)
+    args_file = tmp_path / 'args'
+    for signal_env, expected in ((None, True), ('', False)):
+        env = dict(
+            os.environ,
+            PATH=f'{bin_dir}:{os.environ["PATH"]}',
+            PYTHON=python,
+            SRUN_ARGS_FILE=str(args_file),
+        )
+        if signal_env is not None:
+            env['SIGNAL'] = signal_env
+        out = subprocess.run(
+            ['bash', 'tools/slurm_train.sh', 'P', 'J', 'C', 'W'],
+            cwd=repo_root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        args = args_file.read_text().splitlines()
+        assert ('--signal=USR1@120' in args) is expected, args
