@@ -101,3 +101,61 @@ def test_kills_at_every_point_resume_from_last_complete_checkpoint(
     assert complete_epochs(work_dir) == [4]  # max_keep_ckpts=1
     assert not [n for n in os.listdir(work_dir) if n.endswith('.tmp')]
     assert load_checkpoint_file(work_dir / 'epoch_4.pth')['meta']['epoch'] == 4
+
+
+SCORE = re.compile(r'accuracy/top1: ([\d.]+)')
+
+
+def test_kill_during_the_save_after_a_new_best_keeps_one_true_best(
+    tmp_path, repo_root, python, fashion_mnist_root
+):
+    """A new best score at epoch 2 (17.97 -> 25.78 here): best_*_epoch_2.pth
+    is complete, then the rewrite of epoch_2.pth that records it is killed.
+    The resumed run starts from the earlier epoch_2.pth, which names
+    best_*_epoch_1.pth; it takes the best files' own scores instead, keeps
+    one best file and ends with the true best score."""
+    work_dir = tmp_path / 'work'
+    work_dir.mkdir()
+    first = tmp_path / 'first.log'
+    proc = start(repo_root, python, work_dir, first, resume=False)
+    # The second write of epoch_2.pth: the rewrite after the new best.
+    kill_when_written(proc, work_dir, temp_of('epoch_2.pth'), 2)
+    best = sorted(n for n in os.listdir(work_dir) if n.startswith('best_'))
+    assert best == [
+        'best_accuracy_top1_epoch_1.pth',
+        'best_accuracy_top1_epoch_2.pth',
+    ], first.read_text()[-3000:]
+    recorded = [
+        load_checkpoint_file(work_dir / name)['message_hub']['runtime_info'][
+            'best_score'
+        ]
+        for name in best
+    ]
+    assert recorded[1] > recorded[0]
+    scores = [float(s) for s in SCORE.findall(first.read_text())]
+
+    second = tmp_path / 'second.log'
+    proc = start(repo_root, python, work_dir, second, resume=True)
+    assert proc.wait(timeout=300) == 0, second.read_text()[-3000:]
+    log = second.read_text()
+    assert 'resumed epoch: 2' in log
+    assert (
+        f'but {work_dir / "best_accuracy_top1_epoch_2.pth"} holds '
+        f'{recorded[1]} (a save after that best score was killed or failed)'
+    ) in log
+    assert (
+        f'Removed {work_dir / "best_accuracy_top1_epoch_1.pth"} (score '
+        f'{recorded[0]})'
+    ) in log
+    scores += [float(s) for s in SCORE.findall(log)]
+    best = [n for n in os.listdir(work_dir) if n.startswith('best_')]
+    assert len(best) == 1, best
+    # The log rounds scores to 4 decimals.
+    info = load_checkpoint_file(work_dir / best[0])['message_hub']
+    assert abs(info['runtime_info']['best_score'] - max(scores)) < 1e-4
+    final = load_checkpoint_file(work_dir / 'epoch_4.pth')['message_hub']
+    assert (
+        final['runtime_info']['best_score']
+        == info['runtime_info']['best_score']
+    )
+    assert final['runtime_info']['best_ckpt'] == str(work_dir / best[0])
