@@ -24,6 +24,7 @@ from mmlvit.engine.dist import (
 from mmlvit.engine.logs import read_config
 from mmlvit.engine.optim_wrapper import amp_summary, amp_type
 from mmlvit.engine.runner import build_runner
+from mmlvit.engine.work_dir_lock import acquire_work_dir, is_rank_zero
 
 DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 
@@ -141,8 +142,14 @@ def main(argv=None):
     cfg = merge_args(read_config(args.config), args)
     check_config(cfg)
     check_data_roots(cfg)
+    taken_over = None
+    if is_rank_zero(cfg.launcher) and '://' not in cfg.work_dir:
+        # One live run per work dir (rank 0 holds it for the job).
+        taken_over = acquire_work_dir(cfg.work_dir)
     init_cpu_distributed(cfg)
     runner = build_runner(cfg)
+    if taken_over:
+        runner.logger.warning(taken_over)
     if args.amp and amp_summary():
         runner.logger.info(amp_summary())
     with explain_collective_timeout(cfg):
