@@ -34,7 +34,9 @@ def parse_requirements(fname):
 
 
 def add_mim_extension():
-    """Copy configs/, tools/ and model-index.yml to mmlvit/.mim for ``mim``.
+    """Copy configs/, tools/, checkpoints/ (the shipped tiny teacher that
+    configs name by a relative path) and model-index.yml to mmlvit/.mim for
+    ``mim``.
 
     Wheels and sdists get copies; a develop (editable) install gets nothing,
     and there ``python tools/train.py`` is the entry point.
@@ -43,7 +45,7 @@ def add_mim_extension():
         return
     mim_path = osp.join(ROOT, 'mmlvit', '.mim')
     os.makedirs(mim_path, exist_ok=True)
-    for name in ('configs', 'tools', 'model-index.yml'):
+    for name in ('configs', 'tools', 'checkpoints', 'model-index.yml'):
         src = osp.join(ROOT, name)
         dst = osp.join(mim_path, name)
         if osp.islink(dst) or osp.isfile(dst):

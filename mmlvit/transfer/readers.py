@@ -26,6 +26,7 @@ from mmengine.logging import print_log
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
 
 from .errors import preview_keys
+from .shipped import shipped_path
 
 FORMATS = (
     'auto',
@@ -75,7 +76,10 @@ def load_softmax_checkpoint(src, format='auto'):
     Args:
         src (str | Mapping): A checkpoint file (``.pth``/``.pt``/``.bin``,
             read with ``weights_only`` and mmlvit's allow-list, or
-            ``.safetensors``) or an already loaded checkpoint object.
+            ``.safetensors``; a relative path missing from the working
+            directory is looked up among the files mmlvit ships, see
+            :func:`~.shipped.shipped_path`) or an already loaded checkpoint
+            object.
         format (str): One of ``FORMATS``. ``'auto'`` (default) detects the
             layout: ``'mmpretrain'`` (``backbone.*``/``head.*``, optionally
             under ``'state_dict'``), ``'timm'`` (a flat timm ViT/DeiT state
@@ -104,7 +108,8 @@ def load_softmax_checkpoint(src, format='auto'):
     if isinstance(src, Mapping):
         name, ckpt = '<in-memory state dict>', src
     else:
-        name, ckpt = str(src), load_checkpoint_file(src)
+        src = shipped_path(str(src))
+        name, ckpt = src, load_checkpoint_file(src)
         if not isinstance(ckpt, Mapping):
             raise CheckpointError(
                 f'{name} holds a {type(ckpt).__name__}, not a state dict.'
