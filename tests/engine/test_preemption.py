@@ -138,3 +138,76 @@ def test_slurm_train_asks_for_the_warning_signal(tmp_path, repo_root, python):
         assert out.returncode == 0, out.stderr[-2000:]
         args = args_file.read_text().splitlines()
         assert ('--signal=USR1@120' in args) is expected, args
+
+
+def test_sigterm_to_one_ddp_process_stops_every_process_with_a_checkpoint(
+    tmp_path, repo_root, python, fashion_mnist_root
+):
+    """Two CPU DDP processes (tools/dist_train.sh); only rank 1 gets
+    SIGTERM. Both stop after the same iteration (rank 0 logs that another
+    process received it), rank 0 saves the checkpoint, both exit 75 after
+    it is complete and the work-dir lock is released; --resume with two
+    processes finishes the run."""
+    from test_distributed import descendants
+
+    work_dir = tmp_path / 'work'
+    env = dict(
+        os.environ,
+        PYTHON=python,
+        PORT='29547',
+        OMP_NUM_THREADS='1',
+        PYTHONUNBUFFERED='1',
+    )
+    cmd = ['bash', 'tools/dist_train.sh', FLIP, '2', '--work-dir']
+    log_path = tmp_path / 'first.log'
+    proc = subprocess.Popen(
+        cmd + [str(work_dir)],
+        cwd=repo_root,
+        env=env,
+        stdout=open(log_path, 'w'),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.time() + 180
+        while '[2][1/2]' not in log_path.read_text():
+            assert time.time() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        ranks = {}
+        for pid in descendants(proc.pid):
+            with open(f'/proc/{pid}/environ', 'rb') as file:
+                variables = dict(
+                    item.split(b'=', 1)
+                    for item in file.read().split(b'\0')
+                    if b'=' in item
+                )
+            if b'LOCAL_RANK' in variables:
+                ranks[variables[b'RANK']] = pid
+        os.kill(ranks[b'1'], signal.SIGTERM)
+        assert proc.wait(timeout=120) != 0  # torchrun reports failed workers
+        log = log_path.read_text()
+        assert len(re.findall(r'exitcode\s*: 75 ', log)) == 2, log[-3000:]
+        found = STOPPED.pattern.replace(r'[\d.]+ s ago', 'by another process')
+        found = re.search(found.replace('of 4', 'of 2'), log)
+        assert found, log[-3000:]
+        path = found.group(5)
+        assert load_checkpoint_file(path)['meta']['iter'] == int(
+            found.group(2)
+        )
+    finally:
+        if proc.poll() is None:  # the job did not end: leave nothing behind
+            for pid in [*descendants(proc.pid), proc.pid]:
+                os.kill(pid, signal.SIGKILL)
+    assert not (work_dir / 'train.lock').exists()
+
+    log_path = tmp_path / 'second.log'
+    resumed = subprocess.run(
+        cmd + [str(work_dir), '--resume'],
+        cwd=repo_root,
+        env=env,
+        stdout=open(log_path, 'w'),
+        stderr=subprocess.STDOUT,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, log_path.read_text()[-3000:]
+    assert f'iter: {found.group(2)}' in log_path.read_text()
+    assert load_checkpoint_file(work_dir / 'epoch_3.pth')['meta']['iter'] == 6

@@ -12,7 +12,12 @@ from contextlib import nullcontext
 
 import numpy as np
 import torch
-from mmengine.dist import all_reduce, get_world_size, is_main_process
+from mmengine.dist import (
+    all_reduce,
+    barrier,
+    get_world_size,
+    is_main_process,
+)
 from mmengine.hooks import CheckpointHook
 from mmengine.logging import print_log
 from mmpretrain.registry import HOOKS
@@ -456,7 +461,13 @@ class SafeCheckpointHook(CheckpointHook):
             f'Exiting with code {PREEMPTED_EXIT_CODE}.'
         )
         print_log(message, logger='current', level=logging.WARNING)
-        self._restore_handlers()
+        # No process exits before the file is complete (a launcher such as
+        # torchrun sends SIGTERM to the others once one exits); after that
+        # the stop signals are ignored while the process exits with 75.
+        barrier()
+        if self._old_handlers:
+            for signum in self.stop_signals:
+                signal.signal(signum, signal.SIG_IGN)
         raise Preempted(message)
 
     def _remove_preemption_ckpt(self, keep=None):
