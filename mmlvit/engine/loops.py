@@ -19,6 +19,7 @@ loop for every ``train_cfg`` with ``by_epoch=True``.
 """
 
 import itertools
+import logging
 
 from mmengine.logging import print_log
 from mmengine.registry import LOOPS
@@ -47,12 +48,31 @@ class ResumableEpochBasedTrainLoop(EpochBasedTrainLoop):
     (see the module docstring). Uninterrupted runs are unchanged."""
 
     _position_taken = False
+    # The resumed checkpoint's place in its epoch (set by RandomStateHook):
+    # dict(batch=trained batches of the epoch, batches=batches per epoch).
+    saved_position = None
 
     def resume_position(self):
         """Batches of the current epoch that the resumed checkpoint has
         already trained (0 at an epoch boundary)."""
-        done = self._iter - self._epoch * len(self.dataloader)
-        return done if 0 < done <= len(self.dataloader) else 0
+        batches = len(self.dataloader)
+        saved = self.saved_position
+        if saved is None:  # a checkpoint without its position
+            done = self._iter - self._epoch * batches
+            return done if 0 < done <= batches else 0
+        if saved['batches'] != batches:
+            if saved['batch']:
+                print_log(
+                    f'The resumed checkpoint was saved after batch '
+                    f'{saved["batch"]} of {saved["batches"]} of epoch '
+                    f'{self._epoch + 1}, but an epoch now has {batches} '
+                    'batches (another batch size or dataset): the epoch '
+                    'starts over from its first batch.',
+                    logger='current',
+                    level=logging.WARNING,
+                )
+            return 0
+        return saved['batch']
 
     def run_epoch(self):
         self.runner.call_hook('before_train_epoch')

@@ -323,3 +323,27 @@ def test_malformed_meta_is_refused_before_anything_is_resumed(
     assert not iterations.lrs
     log = open(runner.logger.log_file).read()
     assert 'resumed epoch' not in log
+
+
+def test_epoch_checkpoint_resumed_with_another_batch_size_starts_the_epoch(
+    finished, tmp_path, repo_root
+):
+    """epoch_2.pth of 4-batch epochs (iteration 8) resumed with batch size
+    48 (3 batches per epoch): epoch 3 starts with its first batch; the
+    iteration count alone (8 - 2 * 3 = 2) would skip two batches."""
+    work_dir = tmp_path / 'work'
+    shutil.copytree(finished, work_dir)
+    runner = build_runner(
+        repo_root,
+        SOFTMAX,
+        work_dir,
+        runner_cls=MmlvitRunner,
+        resume=True,
+        train_cfg=dict(max_epochs=3),
+        train_dataloader=dict(batch_size=48),
+    )
+    runner.train()
+    log = open(runner.logger.log_file).read()
+    assert 'Resuming within epoch' not in log
+    assert 'Epoch(train) [3][1/3]' in log
+    assert runner.iter == 8 + 3

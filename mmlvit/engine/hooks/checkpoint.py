@@ -105,6 +105,16 @@ def malformed_resume_state(checkpoint):
         problems.append(f'meta.seed is {_show(seed)}, not an integer')
     if 'config' in meta and not isinstance(meta['config'], str):
         problems.append(f'meta.config is {_show(meta["config"])}, not a str')
+    position = checkpoint.get('epoch_position')
+    if position is not None and not (
+        isinstance(position, dict)
+        and all(_is_count(position.get(k)) for k in ('batch', 'batches'))
+        and position['batch'] <= position['batches']
+    ):
+        problems.append(
+            f'epoch_position is {_show(position)}, not dict(batch=B, '
+            'batches=N) with 0 <= B <= N'
+        )
     saved = checkpoint.get('random_state')
     if saved is not None:
         if not isinstance(saved, dict):

@@ -10,6 +10,9 @@ from mmengine.logging import print_log
 from mmpretrain.registry import HOOKS
 
 KEY = 'random_state'
+# Where in its epoch a checkpoint was saved: dict(batch=trained batches of
+# the epoch, batches=batches per epoch then).
+POSITION = 'epoch_position'
 
 
 def capture():
@@ -95,6 +98,11 @@ class RandomStateHook(Hook):
             state = self._iter_end[1]
         if state is not None:
             checkpoint[KEY] = dict(epoch=epoch, iter=it, **state)
+        batches = _epoch_length(runner)
+        if batches and isinstance(epoch, int) and isinstance(it, int):
+            checkpoint[POSITION] = dict(
+                batch=it - epoch * batches, batches=batches
+            )
 
     def after_load_checkpoint(self, runner, checkpoint):
         if not getattr(runner, '_resume', False):
@@ -102,6 +110,8 @@ class RandomStateHook(Hook):
         from .checkpoint import check_resume_state
 
         check_resume_state(checkpoint, getattr(runner, '_load_from', None))
+        if hasattr(runner.train_loop, 'saved_position'):
+            runner.train_loop.saved_position = checkpoint.get(POSITION)
         saved = checkpoint.get(KEY)
         meta = checkpoint['meta']
         epoch, it = meta['epoch'], meta['iter']
@@ -139,9 +149,15 @@ class RandomStateHook(Hook):
             self._resume_point = None
 
 
+def _epoch_length(runner):
+    """Batches per epoch of the training dataloader (None: no length)."""
+    try:
+        return len(runner.train_dataloader)
+    except TypeError:
+        return None
+
+
 def _iters_through(runner, epoch):
     """Iterations after ``epoch`` full epochs of the training dataloader."""
-    try:
-        return epoch * len(runner.train_dataloader)
-    except TypeError:  # a dataloader without a length
-        return None
+    batches = _epoch_length(runner)
+    return None if batches is None else epoch * batches
