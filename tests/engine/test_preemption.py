@@ -174,14 +174,21 @@ def test_sigterm_to_one_ddp_process_stops_every_process_with_a_checkpoint(
             time.sleep(0.02)
         ranks = {}
         for pid in descendants(proc.pid):
-            with open(f'/proc/{pid}/environ', 'rb') as file:
-                variables = dict(
-                    item.split(b'=', 1)
-                    for item in file.read().split(b'\0')
-                    if b'=' in item
-                )
-            if b'LOCAL_RANK' in variables:
-                ranks[variables[b'RANK']] = pid
+            try:
+                with open(f'/proc/{pid}/environ', 'rb') as file:
+                    environ = file.read()
+            except OSError:  # a short-lived helper process already gone
+                continue
+            variables = dict(
+                item.split(b'=', 1)
+                for item in environ.split(b'\0')
+                if b'=' in item
+            )
+            # The training processes: torchrun's workers carry RANK; their
+            # own children inherit it and are listed after them, so keep the
+            # first process found per rank.
+            if b'RANK' in variables and b'LOCAL_RANK' in variables:
+                ranks.setdefault(variables[b'RANK'], pid)
         os.kill(ranks[b'1'], signal.SIGTERM)
         assert proc.wait(timeout=120) != 0  # torchrun reports failed workers
         log = log_path.read_text()
