@@ -4,16 +4,11 @@ A policy is a setting (``settings.py``: the components it copies and its
 analytical init, if any) or an explicit list of components, applied to one
 student by name and shape.
 
-Copy rules (operator-agnostic, from the attention contract in
-``mmlvit/models/attentions/base.py``):
+Copy rules: a requested student tensor the checkpoint holds is decided by
+the first matching rule of ``copy_rules.COPY_RULES`` (same shape: copied;
+standard ``qkv`` rows of a wider ``qkv``; operator-specific ``proj``;
+resized ``pos_embed``; see there). Besides:
 
-- Same name and shape: copied.
-- ``attn.qkv`` with extra rows (e.g. TTT's 3C + 3d): the standard 3C rows
-  are copied, the extra rows keep their default init.
-- ``attn.proj`` whose input is wider than the softmax one (TTT's C + d):
-  an operator-specific projection, not copied (weight and bias).
-- ``pos_embed``: the class-token row is dropped for a student without a
-  class token, and the patch grid is resized (bicubic) when it differs.
 - A student without a ``cls_token`` or without a learned ``pos_embed``
   (fixed sin-cos) skips those keys. Student parameters the checkpoint lacks
   (gates, convs, inner weights, deeper layers) keep their default init.
@@ -29,9 +24,9 @@ import re
 from dataclasses import dataclass
 
 import torch
-from mmpretrain.models.utils import resize_pos_embed
 
 from .components import COMPONENTS, component_of
+from .copy_rules import TensorMatch, rule_for
 from .errors import TransferError, preview_keys
 from .report import CopyReport, Record
 from .settings import Setting, get_setting
@@ -193,13 +188,13 @@ _BLOCK_ATTENTION = re.compile(r'backbone\.layers\.(\d+)\.attn\.')
 
 def _plan(params, backbone, state_dict, policy, softmax_blocks=()):
     """Decide every tensor's fate without writing; return the writes (to
-    run) and the records. The attention tensors of ``softmax_blocks`` are
-    wanted whatever the policy."""
+    run) and the records. A requested tensor the checkpoint holds is
+    decided by the first matching rule of ``COPY_RULES``. The attention
+    tensors of ``softmax_blocks`` are wanted whatever the policy."""
     writes, records, mismatched = [], [], []
     wanted = set(policy.components)
     for key, param in params.items():
         component = component_of(key)
-        numel = param.numel()
         block = _BLOCK_ATTENTION.match(key)
         softmax_block = (
             block is not None
@@ -209,62 +204,29 @@ def _plan(params, backbone, state_dict, policy, softmax_blocks=()):
         requested = component in wanted or softmax_block
         if not requested or key not in state_dict:
             reason = 'not in checkpoint' if requested else ''
-            records.append(Record(key, component, 'default', numel, reason))
+            records.append(
+                Record(key, component, 'default', param.numel(), reason)
+            )
             continue
-        src = state_dict[key]
-        if component == 'attn_proj' and _wider_proj(key, params, state_dict):
-            # Weight and bias stay together: the bias fits by shape but
-            # belongs to an operator-specific projection.
-            reason = (
-                'operator-specific proj: its input is wider than the '
-                'softmax proj'
-            )
-            records.append(Record(key, component, 'default', numel, reason))
-            records.append(
-                Record(key, component, 'skipped', src.numel(), reason)
-            )
-        elif src.shape == param.shape:
-            writes.append(_copy(param, src))
-            records.append(Record(key, component, 'copied', numel))
-        elif component == 'attn_qkv' and _standard_rows(
-            key, params, state_dict
-        ):
-            rows = src.shape[0]
-            writes.append(_copy(param[:rows], src))
-            records.append(
-                Record(
-                    key,
-                    component,
-                    'copied',
-                    src.numel(),
-                    f'standard rows 0:{rows} of {param.shape[0]}',
-                )
-            )
-            records.append(
-                Record(
-                    key,
-                    component,
-                    'default',
-                    numel - src.numel(),
-                    f'operator-specific extra rows {rows}:{param.shape[0]}',
-                )
-            )
-        elif component == 'pos_embed' and src.shape[-1] == param.shape[-1]:
-            writes.append(_copy(param, _adapt_pos_embed(src, backbone)))
-            records.append(
-                Record(
-                    key,
-                    component,
-                    'copied',
-                    numel,
-                    f'resized from {tuple(src.shape)}',
-                )
-            )
-        else:
+        tensor = TensorMatch(
+            key,
+            component,
+            param,
+            state_dict[key],
+            params,
+            state_dict,
+            backbone,
+        )
+        rule = rule_for(tensor)
+        if rule is None:
             mismatched.append(
-                f'{key}: checkpoint {tuple(src.shape)} vs '
+                f'{key}: checkpoint {tuple(tensor.src.shape)} vs '
                 f'student {tuple(param.shape)}'
             )
+            continue
+        rule_writes, rule_records = rule.plan(tensor)
+        writes += rule_writes
+        records += rule_records
     if mismatched:
         raise TransferError(
             f'Setting {policy.setting.name}: {len(mismatched)} tensors of the '
@@ -324,56 +286,3 @@ def _check_components_found(params, state_dict, wanted):
             f'The checkpoint has no tensors for the requested components '
             f'{missing} (checkpoint keys: {preview_keys(state_dict)}).'
         )
-
-
-def _copy(dst, src):
-    return lambda: dst.copy_(src)
-
-
-def _standard_rows(key, params, state_dict):
-    """The student's ``qkv`` has extra rows after the 3C standard ones and
-    the checkpoint's ``qkv`` is the standard C -> 3C one."""
-    weight_key = key.rsplit('.', 1)[0] + '.weight'
-    if weight_key not in params or weight_key not in state_dict:
-        return False
-    student, src = params[weight_key].shape, state_dict[weight_key].shape
-    return (
-        student[1] == src[1]
-        and src[0] == 3 * src[1]
-        and student[0] > src[0]
-        and state_dict[key].shape[0] == src[0]
-    )
-
-
-def _wider_proj(key, params, state_dict):
-    """The student's ``proj`` maps more than C inputs to the same C."""
-    weight_key = key.rsplit('.', 1)[0] + '.weight'
-    if weight_key not in params or weight_key not in state_dict:
-        return False
-    student, src = params[weight_key].shape, state_dict[weight_key].shape
-    return student[0] == src[0] and student[1] > src[1]
-
-
-def _adapt_pos_embed(src, backbone):
-    """Drop the class row and resize the grid to the student's."""
-    extra = backbone.num_extra_tokens
-    src_extra = src.shape[1] - int(src.shape[1] ** 0.5) ** 2
-    if src_extra not in (0, 1):
-        raise TransferError(
-            f'Cannot read a square patch grid from the checkpoint pos_embed '
-            f'{tuple(src.shape)}.'
-        )
-    if src_extra < extra:
-        raise TransferError(
-            'The student has a class token but the checkpoint pos_embed '
-            f'{tuple(src.shape)} has no class-token position.'
-        )
-    src = src[:, src_extra - extra :]
-    side = int((src.shape[1] - extra) ** 0.5)
-    return resize_pos_embed(
-        src,
-        (side, side),
-        backbone.patch_resolution,
-        getattr(backbone, 'interpolate_mode', 'bicubic'),
-        extra,
-    )
