@@ -174,7 +174,7 @@ def _run(classifier, inputs, blocks):
     """One forward pass with everything recorded: (attention recording,
     block outputs, final features (B, C), logits (B, K))."""
     with (
-        AttentionRecording(classifier, blocks, inputs=True) as attn,
+        AttentionRecording(classifier, blocks, ('outputs', 'inputs')) as attn,
         _BlockOutputs(classifier) as block,
     ):
         feats = classifier.extract_feat(inputs)

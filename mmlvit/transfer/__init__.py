@@ -4,20 +4,26 @@ the same, initialise the rest analytically or by default."""
 from .analytical import impulse_init_, mimetic_init_
 from .arch import ViTArch, infer_vit_arch
 from .components import COMPONENTS, component_of
+from .copy_rules import COPY_RULES, CopyRule, TensorMatch
 from .errors import TransferError
 from .policies import Policy, apply_init, plan_init, resolve_policy
 from .readers import FORMATS, load_softmax_checkpoint
 from .report import CopyReport
 from .settings import SETTINGS, Setting, get_setting, setting_names
+from .source import SoftmaxCheckpoint, softmax_checkpoint_of
 from .student import init_student, save_student
 
 __all__ = [
     'COMPONENTS',
+    'COPY_RULES',
     'FORMATS',
     'SETTINGS',
     'CopyReport',
+    'CopyRule',
     'Policy',
     'Setting',
+    'SoftmaxCheckpoint',
+    'TensorMatch',
     'TransferError',
     'ViTArch',
     'apply_init',
@@ -32,4 +38,5 @@ __all__ = [
     'resolve_policy',
     'save_student',
     'setting_names',
+    'softmax_checkpoint_of',
 ]

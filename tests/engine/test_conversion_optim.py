@@ -1,8 +1,9 @@
 """Conversion-aware optimisation through a real Runner on a Fashion-MNIST
-subset: the optimizer's copied/fresh groups match the init's copy report,
-fresh parameters get their learning-rate multiplier, FreezeCopiedHook keeps
-copied parameters fixed for its iterations, a mismatched init is refused,
-and multipliers of 1 train exactly as the default constructor."""
+subset: the optimizer's copied/fresh groups follow the init hook's setting
+(stated once, on the hook), fresh parameters get their learning-rate
+multiplier through a schedule, FreezeCopiedHook keeps copied parameters
+fixed for its iterations and needs the tags, and multipliers of 1 train
+exactly as the default constructor."""
 
 import os.path as osp
 
@@ -44,7 +45,16 @@ def teacher_ckpt(tiny_teacher_checkpoint):
     return tiny_teacher_checkpoint
 
 
-def train(repo_root, work_dir, teacher, paramwise=None, freeze=None, iters=3):
+def train(
+    repo_root,
+    work_dir,
+    teacher,
+    paramwise=None,
+    freeze=None,
+    iters=3,
+    setting='MLPCopy',
+    schedule=None,
+):
     init_default_scope('mmpretrain')
     cfg = Config.fromfile(osp.join(repo_root, CONFIG))
     cfg.model.teacher_checkpoint = teacher
@@ -61,6 +71,16 @@ def train(repo_root, work_dir, teacher, paramwise=None, freeze=None, iters=3):
         cfg.optim_wrapper.paramwise_cfg.update(paramwise)
     if freeze is not None:
         cfg.custom_hooks.append(dict(type='FreezeCopiedHook', iters=freeze))
+    if setting is None:
+        cfg.custom_hooks = [
+            h
+            for h in cfg.custom_hooks
+            if h['type'] != 'SoftmaxToLinearInitHook'
+        ]
+    else:
+        cfg.custom_hooks[0]['setting'] = setting
+    if schedule is not None:
+        cfg.param_scheduler = schedule
     runner = Runner.from_cfg(cfg)
     snapshots = Snapshots()
     runner.register_hook(snapshots)
@@ -106,19 +126,74 @@ def test_groups_match_the_copy_report_and_fresh_lr_is_scaled(
             assert moved[1:] == [True, True], name
 
 
-def test_an_init_other_than_the_groups_is_refused(
+def copied_tags(runner):
+    names = {id(p): n for n, p in runner.model.named_parameters()}
+    groups = runner.optim_wrapper.optimizer.param_groups
+    return {names[id(p)]: g['copied'] for g in groups for p in g['params']}
+
+
+def test_groups_follow_the_hooks_setting(
     repo_root, tmp_path, teacher_ckpt, fashion_mnist_root
 ):
-    with pytest.raises(
-        ValueError, match='grouped as copied/fresh differently'
-    ):
-        train(
-            repo_root,
-            tmp_path,
-            teacher_ckpt,
-            paramwise=dict(init=dict(setting='FullCopy')),
-            iters=1,
-        )
+    runner, _ = train(
+        repo_root,
+        tmp_path,
+        teacher_ckpt,
+        paramwise=dict(fresh_lr_mult=2.0),
+        setting='FullCopy',
+        iters=1,
+    )
+    report = plan_init(
+        runner.model.student,
+        load_softmax_checkpoint(teacher_ckpt),
+        'FullCopy',
+    )
+    copied = {'student.' + k for k in report.keys('copied')}
+    assert any('.attn.' in k for k in copied)
+    tags = copied_tags(runner)
+    assert {n for n, c in tags.items() if c} == copied
+
+
+def test_an_init_in_paramwise_cfg_is_ignored(
+    repo_root, tmp_path, teacher_ckpt, fashion_mnist_root
+):
+    runner, _ = train(
+        repo_root,
+        tmp_path,
+        teacher_ckpt,
+        paramwise=dict(init=dict(setting='FullCopy')),
+        iters=1,
+    )
+    copied = {n for n, c in copied_tags(runner).items() if c}
+    assert copied and all('.ffn.' in k for k in copied)  # the hook's MLPCopy
+
+
+def test_the_schedule_keeps_the_multiplier(
+    repo_root, tmp_path, teacher_ckpt, fashion_mnist_root
+):
+    schedule = [
+        dict(type='LinearLR', start_factor=0.1, by_epoch=False, end=2),
+        dict(type='CosineAnnealingLR', by_epoch=False, begin=2, T_max=4),
+    ]
+    default, _ = train(
+        repo_root, tmp_path / 'a', teacher_ckpt, schedule=schedule, iters=5
+    )
+    runner, _ = train(
+        repo_root,
+        tmp_path / 'b',
+        teacher_ckpt,
+        paramwise=dict(fresh_lr_mult=10.0),
+        schedule=schedule,
+        iters=5,
+    )
+    (scheduled,) = {g['lr'] for g in default.optim_wrapper.param_groups}
+    lrs = {}
+    for group in runner.optim_wrapper.optimizer.param_groups:
+        lrs.setdefault(group['copied'], set()).add(group['lr'])
+    (fresh,), (copied,) = lrs[False], lrs[True]
+    assert 0 < scheduled < 1e-2  # within the cosine, not at its start
+    assert copied == pytest.approx(scheduled)
+    assert fresh == pytest.approx(10 * scheduled)
 
 
 def test_freeze_hook_needs_the_tagged_groups(
@@ -128,6 +203,16 @@ def test_freeze_hook_needs_the_tagged_groups(
         ValueError, match='ConversionAwareOptimWrapperConstructor'
     ):
         train(repo_root, tmp_path, teacher_ckpt, freeze=1, iters=1)
+    with pytest.raises(ValueError, match='add it to custom_hooks'):
+        train(
+            repo_root,
+            tmp_path,
+            teacher_ckpt,
+            paramwise=dict(),
+            freeze=1,
+            setting=None,
+            iters=1,
+        )
 
 
 def test_multipliers_of_one_train_exactly_as_the_default(

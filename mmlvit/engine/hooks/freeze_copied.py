@@ -11,8 +11,8 @@ from mmlvit.engine.conversion_optim import COPIED
 class FreezeCopiedHook(Hook):
     """Train only the fresh parameters for the first ``iters`` iterations.
 
-    The optimizer groups tagged ``copied`` by
-    ``ConversionAwareOptimWrapperConstructor`` get learning rate 0 during
+    The optimizer groups of ``ConversionAwareOptimWrapperConstructor``
+    tagged ``copied`` by ``SoftmaxToLinearInitHook`` get learning rate 0 during
     each of those iterations (no gradient step and, with AdamW, no weight
     decay); their scheduled learning rate is put back before the schedulers
     step, so the schedule itself is unchanged.
@@ -23,13 +23,13 @@ class FreezeCopiedHook(Hook):
 
     priority = 'NORMAL'  # after_train_iter before ParamSchedulerHook (LOW)
 
-    def __init__(self, iters):
+    def __init__(self, iters: int) -> None:
         if iters < 0:
             raise ValueError(f'FreezeCopiedHook: iters={iters} < 0.')
         self.iters = iters
         self._saved = None
 
-    def before_train(self, runner):
+    def before_train(self, runner) -> None:
         groups = runner.optim_wrapper.optimizer.param_groups
         if not any(COPIED in g for g in groups):
             raise ValueError(
@@ -37,8 +37,16 @@ class FreezeCopiedHook(Hook):
                 "set optim_wrapper.constructor='ConversionAwareOptimWrapper"
                 "Constructor'."
             )
+        if any(g[COPIED] is None for g in groups):
+            raise ValueError(
+                'FreezeCopiedHook: the optimizer groups are not tagged '
+                'copied/fresh; SoftmaxToLinearInitHook tags them from its '
+                'init setting: add it to custom_hooks.'
+            )
 
-    def before_train_iter(self, runner, batch_idx, data_batch=None):
+    def before_train_iter(
+        self, runner, batch_idx: int, data_batch=None
+    ) -> None:
         if runner.iter >= self.iters:
             return
         groups = runner.optim_wrapper.optimizer.param_groups
@@ -47,8 +55,8 @@ class FreezeCopiedHook(Hook):
             group['lr'] = 0.0
 
     def after_train_iter(
-        self, runner, batch_idx, data_batch=None, outputs=None
-    ):
+        self, runner, batch_idx: int, data_batch=None, outputs=None
+    ) -> None:
         if self._saved is not None:
             for group, lr in self._saved:
                 group['lr'] = lr

@@ -1,15 +1,22 @@
 """Initialise a linear student from a softmax checkpoint before training."""
 
+import torch.nn as nn
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmpretrain.registry import HOOKS
 
-from mmlvit.engine.conversion_optim import check_groups_match_report
-from mmlvit.transfer import apply_init, load_softmax_checkpoint, resolve_policy
-from mmlvit.transfer.readers import FORMATS
+from mmlvit.engine.conversion_optim import tag_conversion_groups
+from mmlvit.transfer import (
+    CopyReport,
+    SoftmaxCheckpoint,
+    apply_init,
+    plan_init,
+    resolve_policy,
+    softmax_checkpoint_of,
+)
 
 
-def find_student(model):
+def find_student(model: nn.Module) -> nn.Module:
     """The classifier to initialise: the model itself, or its ``student``
     when it is a distiller; DDP-style wrappers are unwrapped."""
     if is_model_wrapper(model):
@@ -21,16 +28,29 @@ def find_student(model):
 class SoftmaxToLinearInitHook(Hook):
     """Copy the chosen components of a softmax checkpoint into the student.
 
-    Runs in ``before_train``, i.e. after mmengine's ``init_weights`` (which
-    would overwrite a copy made earlier), and does nothing when the run
-    resumes or loads a checkpoint (``resume``/``load_from``): the weights
-    then come from that checkpoint. Logs the copy table of
-    :class:`mmlvit.transfer.CopyReport`.
+    This hook states the run's init setting; what else needs it takes it
+    from here:
+
+    - ``before_run``: when the optimizer was built by
+      ``ConversionAwareOptimWrapperConstructor``, its groups are tagged
+      copied/fresh from this hook's plan (:func:`mmlvit.transfer.plan_init`)
+      and given their learning-rate multipliers.
+    - ``before_train`` (after mmengine's ``init_weights``, which would
+      overwrite an earlier copy): the copy, and its table
+      (:class:`mmlvit.transfer.CopyReport`) in the log. Nothing is copied
+      when the run resumed or loaded a checkpoint (``after_load_checkpoint``
+      was called): the weights then come from that checkpoint.
+
+    The softmax weights are read once per run: from the model's
+    :class:`mmlvit.transfer.SoftmaxCheckpoint` (a distiller's teacher
+    checkpoint, already read for the teacher) or, when ``checkpoint``
+    names another file, from the hook's own; they are released after
+    ``before_train``.
 
     Args:
         checkpoint (str, optional): Softmax checkpoint file (any format of
             :func:`mmlvit.transfer.load_softmax_checkpoint`). Defaults to
-            the config's ``model.teacher_checkpoint`` (a distillation run
+            the distiller's ``teacher_checkpoint`` (a distillation run
             copies from its teacher's file). Settings that copy nothing
             (Random, Mimetic, Impulse) read no file.
         setting (str): Initialisation setting (``mmlvit.transfer.SETTINGS``:
@@ -40,7 +60,8 @@ class SoftmaxToLinearInitHook(Hook):
             Defaults to 'MLPCopy'.
         components (list[str], optional): Copy exactly these components
             instead of the setting's list (``mmlvit.transfer.COMPONENTS``).
-        format (str): Checkpoint layout, or 'auto' (default) to detect it.
+        format (str): Layout of ``checkpoint``, or 'auto' (default) to
+            detect it.
         copy_softmax_attention (bool): In a hybrid student, also copy the
             attention weights (``attn_qkv``, ``attn_proj``) of the blocks
             whose operator is softmax attention, whatever the setting.
@@ -56,67 +77,115 @@ class SoftmaxToLinearInitHook(Hook):
 
     def __init__(
         self,
-        checkpoint=None,
-        setting='MLPCopy',
-        components=None,
-        format='auto',
-        copy_softmax_attention=False,
-    ):
+        checkpoint: str | None = None,
+        setting: str = 'MLPCopy',
+        components: list[str] | None = None,
+        format: str = 'auto',
+        copy_softmax_attention: bool = False,
+    ) -> None:
         self.policy = resolve_policy(setting, components)  # fail early
         self.copy_softmax_attention = copy_softmax_attention
-        if format not in FORMATS:
-            raise ValueError(
-                f'Unknown checkpoint format {format!r}; choose from {FORMATS}.'
-            )
-        self.checkpoint = checkpoint
-        self.format = format
+        self.checkpoint = (
+            None
+            if checkpoint is None
+            else SoftmaxCheckpoint(checkpoint, format)
+        )
+        self._loaded = False
 
-    def before_train(self, runner):
-        # mmengine 0.10: ``_has_loaded`` is set once ``load_or_resume`` has
-        # resumed or loaded a checkpoint (a --resume with nothing to resume
-        # from leaves it False: then this is a fresh run).
-        if runner._has_loaded:
-            runner.logger.info(
-                'SoftmaxToLinearInitHook: the run resumed or loaded a '
-                'checkpoint; the softmax weights are not copied again.'
-            )
-            return
-        checkpoint = self.checkpoint
-        if checkpoint is None:
-            checkpoint = runner.cfg.get('model', {}).get('teacher_checkpoint')
-        report = self.initialise(runner.model, checkpoint)
-        source = f'\n(from {checkpoint})' if self.policy.components else ''
-        runner.logger.info(report.table() + source)
-        check_groups_match_report(runner.optim_wrapper, runner.model, report)
+    @property
+    def reads_checkpoint(self) -> bool:
+        """Whether the policy copies anything (Random, Mimetic and Impulse
+        alone do not)."""
+        return bool(self.policy.components) or self.copy_softmax_attention
 
-    def initialise(self, model, checkpoint=None):
+    def before_run(self, runner) -> None:
+        self._loaded = False
+        tag_conversion_groups(
+            runner.optim_wrapper,
+            runner.model,
+            lambda: self.plan(runner.model),
+            runner.param_schedulers,
+        )
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        self._loaded = True
+
+    def before_train(self, runner) -> None:
+        source = self.source(runner.model)
+        try:
+            if self._loaded:
+                runner.logger.info(
+                    'SoftmaxToLinearInitHook: the run resumed or loaded a '
+                    'checkpoint; the softmax weights are not copied again.'
+                )
+                return
+            report = self.initialise(runner.model)
+            origin = f'\n(from {source.path})' if self.reads_checkpoint else ''
+            runner.logger.info(report.table() + origin)
+        finally:
+            if source is not None:
+                source.release()
+
+    def source(
+        self, model: nn.Module, checkpoint: str | None = None
+    ) -> SoftmaxCheckpoint | None:
+        """The softmax checkpoint to copy from: ``checkpoint`` if given,
+        else the hook's; the model's when neither is set or when they name
+        the model's file (it is then read once)."""
+        wanted = (
+            SoftmaxCheckpoint(checkpoint)
+            if checkpoint is not None
+            else self.checkpoint
+        )
+        held = softmax_checkpoint_of(model)
+        if wanted is None or (
+            held is not None and held.names(wanted.path, wanted.format)
+        ):
+            return held
+        return wanted
+
+    def plan(self, model: nn.Module) -> CopyReport:
+        """What :meth:`initialise` will do to the student of ``model``,
+        without writing."""
+        return plan_init(find_student(model), *self._arguments(model))
+
+    def initialise(
+        self, model: nn.Module, checkpoint: str | None = None
+    ) -> CopyReport:
         """Apply the policy to the student of ``model``.
 
         Args:
             model (nn.Module): A classifier or a distiller (``student``).
-            checkpoint (str, optional): Overrides the hook's checkpoint.
+            checkpoint (str, optional): Copy from this file instead.
 
         Returns:
             mmlvit.transfer.CopyReport
         """
-        checkpoint = checkpoint or self.checkpoint
-        if not self.policy.components and not self.copy_softmax_attention:
-            state_dict = {}  # nothing to copy, nothing to read
-        elif checkpoint is None:
-            raise ValueError(
-                f'SoftmaxToLinearInitHook: setting {self.policy.setting.name} '
-                f'copies {list(self.policy.components)} but no softmax '
-                "checkpoint is set: set the hook's checkpoint "
-                "(custom_hooks=[dict(type='SoftmaxToLinearInitHook', "
-                'checkpoint=PATH, ...)]) or, in a distillation config, '
-                'model.teacher_checkpoint.'
-            )
-        else:
-            state_dict = load_softmax_checkpoint(checkpoint, self.format)
         return apply_init(
-            find_student(model),
+            find_student(model), *self._arguments(model, checkpoint)
+        )
+
+    def _arguments(self, model, checkpoint=None):
+        """``(state_dict, setting, components, copy_softmax_attention)``
+        of :func:`plan_init`/:func:`apply_init`."""
+        if not self.reads_checkpoint:
+            state_dict = {}  # nothing to copy, nothing to read
+        else:
+            source = self.source(model, checkpoint)
+            if source is None:
+                raise ValueError(
+                    'SoftmaxToLinearInitHook: setting '
+                    f'{self.policy.setting.name} copies '
+                    f'{list(self.policy.components)} but no softmax '
+                    "checkpoint is set: set the hook's checkpoint "
+                    "(custom_hooks=[dict(type='SoftmaxToLinearInitHook', "
+                    'checkpoint=PATH, ...)]) or, in a distillation config, '
+                    'model.teacher_checkpoint.'
+                )
+            state_dict = source.state_dict
+        return (
             state_dict,
             self.policy.setting.name,
             self.policy.components,
-            copy_softmax_attention=self.copy_softmax_attention,
+            self.copy_softmax_attention,
         )

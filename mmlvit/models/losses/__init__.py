@@ -1,12 +1,18 @@
 from .attention_map_mse import AttentionMapMSE
-from .attention_output_mse import AttentionOutputMSE
-from .distill_base import BlockwiseDistillLoss, DistillLoss
+from .attention_output_mse import PAPER_DISTILL_WEIGHT, AttentionOutputMSE
+from .distill_base import (
+    BlockwiseDistillLoss,
+    DistillLoss,
+    registered_distill_losses,
+)
 from .logit_kd import LogitKD
 
 __all__ = [
+    'PAPER_DISTILL_WEIGHT',
     'AttentionMapMSE',
     'AttentionOutputMSE',
     'BlockwiseDistillLoss',
     'DistillLoss',
     'LogitKD',
+    'registered_distill_losses',
 ]

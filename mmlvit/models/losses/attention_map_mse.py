@@ -1,6 +1,7 @@
 """Attention-map distillation, the paper's map-matching ablation."""
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from mmpretrain.models.utils import MultiheadAttention
 from mmpretrain.registry import MODELS
@@ -10,7 +11,9 @@ from ..attentions import BaseAttention, registered_operators
 from .distill_base import BlockwiseDistillLoss
 
 
-def softmax_attention_map(attn, x):
+def softmax_attention_map(
+    attn: MultiheadAttention, x: torch.Tensor
+) -> torch.Tensor:
     """softmax(q k^T / sqrt(d)) of an mmpretrain ``MultiheadAttention``.
 
     Args:
@@ -32,14 +35,14 @@ def softmax_attention_map(attn, x):
     )
 
 
-def attention_map(attn, args, kwargs):
+def attention_map(attn: nn.Module, args: tuple, kwargs: dict) -> torch.Tensor:
     """The (B, h, N, N) map of an attention module for recorded inputs."""
     if isinstance(attn, MultiheadAttention):
         return softmax_attention_map(attn, *args, **kwargs)
     return attn.attention_map(*args, **kwargs)
 
 
-def check_map_capable(attn, role):
+def check_map_capable(attn: nn.Module, role: str) -> None:
     """Raise a clear error for a module that cannot form an N x N map."""
     if isinstance(attn, MultiheadAttention):
         return
@@ -83,12 +86,16 @@ class AttentionMapMSE(BlockwiseDistillLoss):
             student). Defaults to None: every row.
     """
 
-    needs_inputs = True
+    records = ('inputs',)
     log_name = 'attn_map_mse'
 
     def __init__(
-        self, loss_weight, blocks='all', tokens='all', num_queries=None
-    ):
+        self,
+        loss_weight: float,
+        blocks: str | list[int] = 'all',
+        tokens: str = 'all',
+        num_queries: int | None = None,
+    ) -> None:
         super().__init__(loss_weight, blocks=blocks, tokens=tokens)
         if num_queries is not None and num_queries < 1:
             raise ValueError(
@@ -97,13 +104,17 @@ class AttentionMapMSE(BlockwiseDistillLoss):
             )
         self.num_queries = num_queries
 
-    def check_modules(self, student_attns, teacher_attns):
+    def check_modules(
+        self, student_attns: list[nn.Module], teacher_attns: list[nn.Module]
+    ) -> None:
         """Refuse, at build time, operators that have no map."""
         for i in self.block_indices(len(student_attns)):
             check_map_capable(student_attns[i], f'student block {i}')
             check_map_capable(teacher_attns[i], f'teacher block {i}')
 
-    def forward(self, student, teacher):
+    def forward(
+        self, student, teacher
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Compare two recordings.
 
         Args:

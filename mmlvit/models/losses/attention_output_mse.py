@@ -6,6 +6,11 @@ from mmpretrain.registry import MODELS
 
 from .distill_base import BlockwiseDistillLoss
 
+#: lambda of the paper (Qin et al. 2026, arXiv:2609.35745): the weight of
+#: the attention-output distillation for every operator, dataset and
+#: initialisation it reports.
+PAPER_DISTILL_WEIGHT = 50.0
+
 
 @MODELS.register_module()
 class AttentionOutputMSE(BlockwiseDistillLoss):
@@ -19,19 +24,28 @@ class AttentionOutputMSE(BlockwiseDistillLoss):
     ``attn_out_mse.{i}``.
 
     Args:
-        loss_weight (float): lambda. Defaults to 50, the paper's value for
-            every operator, dataset and initialisation.
+        loss_weight (float): lambda. Defaults to
+            :data:`PAPER_DISTILL_WEIGHT`, the paper's value for every
+            operator, dataset and initialisation.
         blocks (str | list[int]): ``'all'`` (default) or block indices.
         tokens (str): ``'all'`` (default) or ``'patch'``; the patch tokens
             are matched when only one side has a class token.
     """
 
+    records = ('outputs',)
     log_name = 'attn_out_mse'
 
-    def __init__(self, loss_weight=50.0, blocks='all', tokens='all'):
+    def __init__(
+        self,
+        loss_weight: float = PAPER_DISTILL_WEIGHT,
+        blocks: str | list[int] = 'all',
+        tokens: str = 'all',
+    ) -> None:
         super().__init__(loss_weight, blocks=blocks, tokens=tokens)
 
-    def forward(self, student, teacher):
+    def forward(
+        self, student, teacher
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Compare two recordings.
 
         Args:

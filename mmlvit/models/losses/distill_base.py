@@ -1,7 +1,9 @@
 """The interface of the distillation losses, and the block and token
 selection of the block-wise ones."""
 
+import torch
 import torch.nn as nn
+from mmpretrain.registry import MODELS
 
 TOKEN_CHOICES = ('all', 'patch')
 
@@ -13,22 +15,52 @@ class DistillLoss(nn.Module):
     forward pass (see :class:`mmlvit.models.distillers.AttentionRecording`),
     and returns ``(weighted_loss, logs)``: the scalar to add to the total and
     a dict of detached values for the log, whose names contain no ``'loss'``
-    so that ``BaseModel.parse_losses`` does not add them again. The class
-    attributes and :meth:`block_indices` tell the distiller what to record.
+    so that ``BaseModel.parse_losses`` does not add them again.
+
+    What a loss reads is declared, not coded into the distiller: ``records``
+    names the recorded tensors (``mmlvit.models.distillers.PROBES``: e.g.
+    ``'outputs'``, ``'inputs'``, ``'logits'``, or a probe the loss's module
+    adds) and :meth:`block_indices` the blocks they are recorded for.
+
+    Args:
+        loss_weight (float): Multiplies the loss.
     """
 
-    #: The loss reads ``recording.inputs`` (the attention modules' inputs).
-    needs_inputs = False
-    #: The loss reads ``recording.logits`` (the heads' outputs).
-    needs_logits = False
+    #: Names of the recorded tensors the loss reads.
+    records: tuple[str, ...] = ()
+    #: The loss is 0 when the student is the teacher (same recordings).
+    zero_for_identical_models: bool = True
 
-    def block_indices(self, depth):
+    def __init__(self, loss_weight: float) -> None:
+        super().__init__()
+        self.loss_weight = loss_weight
+
+    def block_indices(self, depth: int) -> list[int]:
         """The blocks whose attention modules the loss reads."""
         return []
 
-    def check_modules(self, student_attns, teacher_attns):
+    def check_modules(
+        self, student_attns: list[nn.Module], teacher_attns: list[nn.Module]
+    ) -> None:
         """Raise at build time if the attention modules (one per block) do
         not support this loss."""
+
+    def forward(
+        self, student, teacher
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``(weighted_loss, logs)`` of two recordings."""
+        raise NotImplementedError
+
+
+def registered_distill_losses() -> dict[str, type]:
+    """Every :class:`DistillLoss` subclass in mmpretrain's ``MODELS``
+    registry, by name (sorted); losses registered later (a plugin, a test
+    module) are included from then on."""
+    return {
+        name: module
+        for name, module in sorted(MODELS.module_dict.items())
+        if isinstance(module, type) and issubclass(module, DistillLoss)
+    }
 
 
 class BlockwiseDistillLoss(DistillLoss):
@@ -45,10 +77,15 @@ class BlockwiseDistillLoss(DistillLoss):
     """
 
     #: Prefix of the per-block log entries.
-    log_name = None
+    log_name: str | None = None
 
-    def __init__(self, loss_weight, blocks='all', tokens='all'):
-        super().__init__()
+    def __init__(
+        self,
+        loss_weight: float,
+        blocks: str | list[int] = 'all',
+        tokens: str = 'all',
+    ) -> None:
+        super().__init__(loss_weight)
         if tokens not in TOKEN_CHOICES:
             raise ValueError(
                 f'{type(self).__name__}: tokens must be one of '
@@ -63,11 +100,10 @@ class BlockwiseDistillLoss(DistillLoss):
                 f"{type(self).__name__}: blocks must be 'all' or a non-empty "
                 f'list of block indices, got {blocks!r}.'
             )
-        self.loss_weight = loss_weight
         self.blocks = blocks
         self.tokens = tokens
 
-    def block_indices(self, depth):
+    def block_indices(self, depth: int) -> list[int]:
         """The compared blocks of a ``depth``-block model, in order.
 
         Raises:
@@ -86,8 +122,13 @@ class BlockwiseDistillLoss(DistillLoss):
         return sorted(set(indices))
 
     def match_tokens(
-        self, student, teacher, student_extra, teacher_extra, dim=1
-    ):
+        self,
+        student: torch.Tensor,
+        teacher: torch.Tensor,
+        student_extra: int | None,
+        teacher_extra: int | None,
+        dim: int = 1,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """:func:`match_tokens` with this loss's ``tokens`` choice."""
         return match_tokens(
             student,
@@ -101,14 +142,14 @@ class BlockwiseDistillLoss(DistillLoss):
 
 
 def match_tokens(
-    student,
-    teacher,
-    student_extra,
-    teacher_extra,
-    tokens='all',
-    dim=1,
-    owner='Distillation',
-):
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    student_extra: int | None,
+    teacher_extra: int | None,
+    tokens: str = 'all',
+    dim: int = 1,
+    owner: str = 'Distillation',
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Cut a student's and a teacher's token sequences to the tokens that
     are compared: all of them, or the patch tokens when ``tokens='patch'``
     or when the two have different numbers of extra (class) tokens.

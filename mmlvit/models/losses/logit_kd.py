@@ -1,5 +1,6 @@
 """Logit distillation (Hinton et al. 2015), an extra to the paper's loss."""
 
+import torch
 import torch.nn.functional as F
 from mmpretrain.registry import MODELS
 
@@ -20,18 +21,21 @@ class LogitKD(DistillLoss):
         temperature (float): T > 0. Defaults to 1.
     """
 
-    needs_logits = True
+    records = ('logits',)
 
-    def __init__(self, loss_weight=1.0, temperature=1.0):
-        super().__init__()
+    def __init__(
+        self, loss_weight: float = 1.0, temperature: float = 1.0
+    ) -> None:
+        super().__init__(loss_weight)
         if temperature <= 0:
             raise ValueError(
                 f'LogitKD: temperature must be > 0, got {temperature}.'
             )
-        self.loss_weight = loss_weight
         self.temperature = temperature
 
-    def forward(self, student, teacher):
+    def forward(
+        self, student, teacher
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Compare the heads' outputs.
 
         Args:
