@@ -100,7 +100,7 @@ def tag_conversion_groups(
     optim_wrapper: OptimWrapper,
     model: nn.Module,
     plan: Callable[[], CopyReport],
-    param_schedulers=None,
+    param_schedulers: list | dict | None = None,
 ) -> None:
     """Tag the groups of a conversion-aware optimizer ``copied`` True/False
     by the init's plan and multiply their learning rates; do nothing for

@@ -23,6 +23,7 @@ target noise (shared by its heads) then the v/proj Z.
 """
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from .errors import TransferError
@@ -34,12 +35,14 @@ IMPULSE_TARGET_NOISE = 3.0
 IMPULSE_QK_SCALE = 7.0
 
 
-def draw_mimetic_z(dims):
+def draw_mimetic_z(dims: int) -> torch.Tensor:
     """Z (dims x dims) with iid N(0, 1/dims) entries, float64."""
     return torch.randn(dims, dims, dtype=torch.float64) / dims**0.5
 
 
-def low_rank_factors(target, rank):
+def low_rank_factors(
+    target: torch.Tensor, rank: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Best rank-``rank`` factorisation of ``target`` (Eckart-Young).
 
     Args:
@@ -55,7 +58,9 @@ def low_rank_factors(target, rank):
     return u[:, :rank] * root, root[:, None] * vh[:rank]
 
 
-def mimetic_qk(z, head_dims, alpha=0.7, beta=0.7):
+def mimetic_qk(
+    z: torch.Tensor, head_dims: int, alpha: float = 0.7, beta: float = 0.7
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One head's query/key maps: w_q @ w_k^T ~ alpha Z + beta I.
 
     Args:
@@ -70,7 +75,9 @@ def mimetic_qk(z, head_dims, alpha=0.7, beta=0.7):
     return left, right.T
 
 
-def mimetic_vp(z, alpha=0.4, beta=0.4):
+def mimetic_vp(
+    z: torch.Tensor, alpha: float = 0.4, beta: float = 0.4
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Value and output maps with w_v @ w_proj = alpha Z - beta I exactly.
 
     Returns:
@@ -80,14 +87,16 @@ def mimetic_vp(z, alpha=0.4, beta=0.4):
     return low_rank_factors(alpha * z - beta * eye, z.shape[0])
 
 
-def impulse_offset(head):
+def impulse_offset(head: int) -> tuple[int, int]:
     """(dy, dx) of head ``head``'s tap: centre, up, right, left, down, then
     the corners, cycling every nine heads."""
     tap = IMPULSE_TAPS[head % len(IMPULSE_TAPS)]
     return tap // 3 - 1, tap % 3 - 1
 
 
-def shift_matrix(hw_shape, offset):
+def shift_matrix(
+    hw_shape: tuple[int, int], offset: tuple[int, int]
+) -> torch.Tensor:
     """(HW, HW) one-hot map of patch (r, c) to patch (r + dy, c + dx);
     rows of patches whose neighbour falls outside the grid are zero."""
     H, W = hw_shape
@@ -105,14 +114,14 @@ def shift_matrix(hw_shape, offset):
     return shift
 
 
-def impulse_target(shift, noise):
+def impulse_target(shift: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
     """T = 1000 Shift + 3 noise where Shift is 0 (HW x HW)."""
     return IMPULSE_TARGET_PEAK * shift + IMPULSE_TARGET_NOISE * noise * (
         shift == 0
     )
 
 
-def pseudo_inverse_rows(patch_pos, rank):
+def pseudo_inverse_rows(patch_pos: torch.Tensor, rank: int) -> torch.Tensor:
     """P^+ = (P^T P)^+_rank P^T for P = LN(patch_pos) (no affine).
 
     Args:
@@ -128,7 +137,9 @@ def pseudo_inverse_rows(patch_pos, rank):
     return (evecs / evals) @ evecs.T @ p.T
 
 
-def impulse_qk(p_plus, target, head_dims):
+def impulse_qk(
+    p_plus: torch.Tensor, target: torch.Tensor, head_dims: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One head's query/key maps: LN(P) w_q w_k^T LN(P)^T ~ c * target.
 
     Args:
@@ -146,7 +157,13 @@ def impulse_qk(p_plus, target, head_dims):
     return w_q, w_k
 
 
-def mimetic_init_(backbone, alpha1=0.7, beta1=0.7, alpha2=0.4, beta2=0.4):
+def mimetic_init_(
+    backbone: nn.Module,
+    alpha1: float = 0.7,
+    beta1: float = 0.7,
+    alpha2: float = 0.4,
+    beta2: float = 0.4,
+) -> list[tuple[str, int]]:
     """Mimetic init of every layer's attention, in place.
 
     Args:
@@ -170,7 +187,7 @@ def mimetic_init_(backbone, alpha1=0.7, beta1=0.7, alpha2=0.4, beta2=0.4):
     return written
 
 
-def impulse_init_(backbone):
+def impulse_init_(backbone: nn.Module) -> list[tuple[str, int]]:
     """Impulse init of every layer's attention, in place; scales a learned
     ``pos_embed`` by 18.
 

@@ -10,8 +10,10 @@ the head. The heads follow the standard ViT zoo (ViT-Ti/S/B/L/H: 3, 6, 12,
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import torch
 from mmpretrain.models.backbones import VisionTransformer
 
 from .errors import TransferError
@@ -50,10 +52,10 @@ class ViTArch:
     img_size: int
     in_channels: int
     with_cls_token: bool
-    num_classes: int = None
+    num_classes: int | None = None
 
     @property
-    def arch(self):
+    def arch(self) -> str | dict:
         """mmpretrain's ``arch``: a zoo name when the shape is one, else
         the shape as a dict."""
         shape = self.shape()
@@ -62,7 +64,7 @@ class ViTArch:
                 return name
         return shape
 
-    def shape(self):
+    def shape(self) -> dict:
         """The transformer's shape as mmpretrain's custom ``arch`` dict."""
         return dict(
             embed_dims=self.embed_dims,
@@ -71,7 +73,7 @@ class ViTArch:
             feedforward_channels=self.feedforward_channels,
         )
 
-    def describe(self):
+    def describe(self) -> str:
         """One line, e.g. 'deit-tiny (C=192, 12 layers, 3 heads, MLP 768),
         patch 16, 224 px, 3 channels, class token, 1000 classes'."""
         arch = self.arch if isinstance(self.arch, str) else 'custom'
@@ -90,7 +92,7 @@ class ViTArch:
         )
 
 
-def default_num_heads(embed_dims):
+def default_num_heads(embed_dims: int) -> int | None:
     """Heads of the standard ViT of width ``embed_dims``, else one per 64
     channels; None when neither applies."""
     if embed_dims in STANDARD_HEADS:
@@ -100,7 +102,11 @@ def default_num_heads(embed_dims):
     return None
 
 
-def infer_vit_arch(state_dict, num_heads=None, name='the checkpoint'):
+def infer_vit_arch(
+    state_dict: Mapping[str, torch.Tensor],
+    num_heads: int | None = None,
+    name: str = 'the checkpoint',
+) -> ViTArch:
     """Read a ViT's architecture off its weights.
 
     Args:

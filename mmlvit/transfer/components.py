@@ -31,7 +31,7 @@ _COMPONENT_OF = [
 OTHER = 'other'  # parameters with no softmax counterpart (gates, convs, ...)
 
 
-def component_of(key):
+def component_of(key: str) -> str:
     """The component of a classifier-space key (``OTHER`` if none)."""
     for pattern, component in _COMPONENT_OF:
         if pattern.match(key):

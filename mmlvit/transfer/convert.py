@@ -14,15 +14,15 @@ import os
 import os.path as osp
 import re
 
-from .arch import infer_vit_arch
+from .arch import ViTArch, infer_vit_arch
 from .readers import load_softmax_checkpoint
-from .settings import get_setting
+from .settings import Setting, get_setting
 from .student import init_student, save_student
 
 _RECIPE = 'deit-s_mlpcopy-distill_{}.py'
 
 
-def configs_root():
+def configs_root() -> str:
     """The project's configs: the source tree's, else the packaged copy."""
     package = osp.dirname(osp.dirname(osp.abspath(__file__)))
     for root in (
@@ -36,7 +36,7 @@ def configs_root():
     )
 
 
-def recipe_datasets():
+def recipe_datasets() -> list[str]:
     """Datasets of the DeiT transfer recipe (``cifar10``, ``stl10``, ...)."""
     pattern = osp.join(configs_root(), '_base_', 'lvit', _RECIPE.format('*'))
     prefix, suffix = _RECIPE.split('{}')
@@ -45,7 +45,7 @@ def recipe_datasets():
     )
 
 
-def resolve_operator(name):
+def resolve_operator(name: str) -> type:
     """The registered operator class named by its type or short name
     (``'gla'``, ``'GatedLinearAttention'``)."""
     from mmlvit.models.attentions import registered_operators
@@ -89,8 +89,15 @@ def _literal(value, indent=0):
 
 
 def student_config_text(
-    arch, operator, setting, dataset, teacher, student, base, source
-):
+    arch: ViTArch,
+    operator: type,
+    setting: Setting,
+    dataset: str,
+    teacher: str,
+    student: str,
+    base: str,
+    source: str,
+) -> str:
     """The text of the written config (see :func:`convert_to_student`)."""
     arch_value = arch.arch
     if isinstance(arch_value, dict):
@@ -133,15 +140,15 @@ def student_config_text(
 
 
 def convert_to_student(
-    src,
-    out_dir,
-    operator='gla',
-    setting='MLPCopy',
-    dataset='cifar10',
-    format='auto',
-    num_heads=None,
-    seed=None,
-):
+    src: str,
+    out_dir: str,
+    operator: str = 'gla',
+    setting: str = 'MLPCopy',
+    dataset: str = 'cifar10',
+    format: str = 'auto',
+    num_heads: int | None = None,
+    seed: int | None = None,
+) -> dict:
     """Write a linear student of a softmax ViT and its training config.
 
     Args:

@@ -21,9 +21,11 @@ resized ``pos_embed``; see there). Besides:
 """
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn as nn
 
 from .components import COMPONENTS, component_of
 from .copy_rules import TensorMatch, rule_for
@@ -43,15 +45,17 @@ class Policy:
     """
 
     setting: Setting
-    components: tuple
+    components: tuple[str, ...]
 
     @property
-    def analytical(self):
+    def analytical(self) -> Callable | None:
         """The in-place analytical init (Mimetic/Impulse) or None."""
         return self.setting.analytical
 
 
-def resolve_policy(setting='MLPCopy', components=None):
+def resolve_policy(
+    setting: str = 'MLPCopy', components: Sequence[str] | None = None
+) -> 'Policy':
     """Check a setting and an optional component list.
 
     Args:
@@ -87,12 +91,12 @@ def resolve_policy(setting='MLPCopy', components=None):
 
 
 def apply_init(
-    model,
-    state_dict,
-    setting='MLPCopy',
-    components=None,
-    copy_softmax_attention=False,
-):
+    model: nn.Module,
+    state_dict: Mapping[str, torch.Tensor],
+    setting: str = 'MLPCopy',
+    components: Sequence[str] | None = None,
+    copy_softmax_attention: bool = False,
+) -> CopyReport:
     """Initialise a student from a softmax checkpoint, in place.
 
     Args:
@@ -128,12 +132,12 @@ def apply_init(
 
 
 def plan_init(
-    model,
-    state_dict,
-    setting='MLPCopy',
-    components=None,
-    copy_softmax_attention=False,
-):
+    model: nn.Module,
+    state_dict: Mapping[str, torch.Tensor],
+    setting: str = 'MLPCopy',
+    components: Sequence[str] | None = None,
+    copy_softmax_attention: bool = False,
+) -> CopyReport:
     """The :class:`CopyReport` that :func:`apply_init` with the same
     arguments would give, without writing anything (tensors an analytical
     setting would write are reported at their default init).

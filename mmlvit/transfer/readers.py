@@ -70,7 +70,9 @@ _PRETRAINING_ONLY = re.compile(
 _MMPRETRAIN_MARKERS = ('patch_embed.projection.', 'layers.0.')
 
 
-def load_softmax_checkpoint(src, format='auto'):
+def load_softmax_checkpoint(
+    src: str | Mapping, format: str = 'auto'
+) -> 'OrderedDict[str, torch.Tensor]':
     """Read a softmax ViT checkpoint as an mmpretrain classifier state dict.
 
     Args:

@@ -3,9 +3,13 @@
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .components import COMPONENTS, OTHER, component_of
 from .errors import preview_keys
+
+if TYPE_CHECKING:
+    from .policies import Policy
 
 
 @dataclass
@@ -37,16 +41,18 @@ class CopyReport:
 
     ACTIONS = ('copied', 'analytical', 'default', 'skipped')
 
-    def __init__(self, policy, records, unused):
+    def __init__(
+        self, policy: 'Policy', records: list[Record], unused: list[str]
+    ) -> None:
         self.policy = policy
         self.records = records
         self.unused = unused
 
-    def keys(self, action):
+    def keys(self, action: str) -> list[str]:
         """Keys of the records with this action."""
         return [r.key for r in self.records if r.action == action]
 
-    def table(self):
+    def table(self) -> str:
         """A text table: per component, tensors/parameters per action; then
         every tensor with a note (partly copied, resized, skipped, kept at
         default for a reason) and the unused checkpoint keys."""

@@ -8,7 +8,10 @@ arXiv:2609.35745); its Variant1-3 are the FullCopy variants below, under
 names that say what they leave out.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import torch.nn as nn
 
 from .analytical import impulse_init_, mimetic_init_
 from .components import COMPONENTS
@@ -34,10 +37,10 @@ class Setting:
 
     name: str
     short_name: str
-    components: tuple = ()
-    analytical: object = None
-    analytical_components: tuple = ()
-    aliases: tuple = ()
+    components: tuple[str, ...] = ()
+    analytical: Callable[[nn.Module], list] | None = None
+    analytical_components: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
 
 
 def _full_copy_without(*left_out):
@@ -85,7 +88,7 @@ SETTINGS = {
 }
 
 
-def get_setting(name):
+def get_setting(name: str) -> Setting:
     """The :class:`Setting` a name or alias names.
 
     Raises:
@@ -103,6 +106,6 @@ def get_setting(name):
     )
 
 
-def setting_names():
+def setting_names() -> list[str]:
     """Every accepted name: the settings' own, then the aliases."""
     return [*SETTINGS] + [a for s in SETTINGS.values() for a in s.aliases]

@@ -17,7 +17,7 @@ PACKAGE_DIR = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SHIPPED_ROOTS = (osp.join(PACKAGE_DIR, '.mim'), osp.dirname(PACKAGE_DIR))
 
 
-def shipped_path(path):
+def shipped_path(path: str) -> str:
     """``path`` if it exists; else the shipped file of that relative path,
     if there is one; else ``path`` unchanged (the reader then names it).
 

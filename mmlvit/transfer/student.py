@@ -7,13 +7,18 @@ through ``SoftmaxToLinearInitHook``, the code path of ``before_train``;
 classifier checkpoint (``backbone.*``, ``head.*``).
 """
 
+import argparse
 import os
 import os.path as osp
 
 import torch
+import torch.nn as nn
+from mmengine.config import Config
+
+from .report import CopyReport
 
 
-def fill_teacher_checkpoint(cfg, checkpoint):
+def fill_teacher_checkpoint(cfg: Config, checkpoint: str) -> bool:
     """Give a distiller config the softmax file it leaves unset.
 
     A distillation config names the teacher's weights in
@@ -35,13 +40,13 @@ def fill_teacher_checkpoint(cfg, checkpoint):
 
 
 def init_student(
-    cfg,
-    checkpoint,
-    setting='MLPCopy',
-    components=None,
-    format='auto',
-    seed=None,
-):
+    cfg: Config,
+    checkpoint: str,
+    setting: str = 'MLPCopy',
+    components: list[str] | None = None,
+    format: str = 'auto',
+    seed: int | None = None,
+) -> tuple[nn.Module, CopyReport, int]:
     """Build ``cfg.model`` and initialise its student from ``checkpoint``.
 
     Args:
@@ -85,7 +90,7 @@ def init_student(
     return find_student(model), report, seed
 
 
-def save_student(student, path, meta):
+def save_student(student: nn.Module, path: str, meta: dict) -> None:
     """Save ``student`` as ``{'state_dict': ..., 'meta': meta}`` (.pth),
     creating the folder."""
     if osp.dirname(path):
@@ -93,7 +98,7 @@ def save_student(student, path, meta):
     torch.save(dict(state_dict=student.state_dict(), meta=meta), path)
 
 
-def add_init_arguments(parser):
+def add_init_arguments(parser: argparse.ArgumentParser) -> None:
     """The init options the command-line tools share: ``--setting``,
     ``--format`` (of the softmax file) and ``--seed``."""
     from .readers import FORMATS

@@ -1,8 +1,13 @@
 """A linear schedule for the distillation weight lambda."""
 
+from typing import TYPE_CHECKING
+
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmpretrain.registry import HOOKS
+
+if TYPE_CHECKING:
+    from mmengine.runner import Runner
 
 
 @HOOKS.register_module()
@@ -22,7 +27,7 @@ class DistillLossDecayHook(Hook):
 
     priority = 'NORMAL'
 
-    def __init__(self, end_factor=0.0):
+    def __init__(self, end_factor: float = 0.0) -> None:
         if end_factor < 0:
             raise ValueError(
                 f'DistillLossDecayHook: end_factor must be >= 0, got '
@@ -30,7 +35,9 @@ class DistillLossDecayHook(Hook):
             )
         self.end_factor = end_factor
 
-    def before_train_iter(self, runner, batch_idx, data_batch=None):
+    def before_train_iter(
+        self, runner: 'Runner', batch_idx: int, data_batch=None
+    ) -> None:
         model = (
             runner.model.module
             if is_model_wrapper(runner.model)

@@ -1,10 +1,15 @@
 """Keep the parameters copied from the softmax checkpoint frozen for the
 first iterations of a conversion."""
 
+from typing import TYPE_CHECKING
+
 from mmengine.hooks import Hook
 from mmpretrain.registry import HOOKS
 
 from mmlvit.engine.conversion_optim import COPIED
+
+if TYPE_CHECKING:
+    from mmengine.runner import Runner
 
 
 @HOOKS.register_module()
@@ -29,7 +34,7 @@ class FreezeCopiedHook(Hook):
         self.iters = iters
         self._saved = None
 
-    def before_train(self, runner) -> None:
+    def before_train(self, runner: 'Runner') -> None:
         groups = runner.optim_wrapper.optimizer.param_groups
         if not any(COPIED in g for g in groups):
             raise ValueError(
@@ -45,7 +50,7 @@ class FreezeCopiedHook(Hook):
             )
 
     def before_train_iter(
-        self, runner, batch_idx: int, data_batch=None
+        self, runner: 'Runner', batch_idx: int, data_batch=None
     ) -> None:
         if runner.iter >= self.iters:
             return
@@ -55,7 +60,7 @@ class FreezeCopiedHook(Hook):
             group['lr'] = 0.0
 
     def after_train_iter(
-        self, runner, batch_idx: int, data_batch=None, outputs=None
+        self, runner: 'Runner', batch_idx: int, data_batch=None, outputs=None
     ) -> None:
         if self._saved is not None:
             for group, lr in self._saved:

@@ -1,5 +1,7 @@
 """Initialise a linear student from a softmax checkpoint before training."""
 
+from typing import TYPE_CHECKING
+
 import torch.nn as nn
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
@@ -14,6 +16,9 @@ from mmlvit.transfer import (
     resolve_policy,
     softmax_checkpoint_of,
 )
+
+if TYPE_CHECKING:
+    from mmengine.runner import Runner
 
 
 def find_student(model: nn.Module) -> nn.Module:
@@ -98,7 +103,7 @@ class SoftmaxToLinearInitHook(Hook):
         alone do not)."""
         return bool(self.policy.components) or self.copy_softmax_attention
 
-    def before_run(self, runner) -> None:
+    def before_run(self, runner: 'Runner') -> None:
         self._loaded = False
         tag_conversion_groups(
             runner.optim_wrapper,
@@ -107,10 +112,12 @@ class SoftmaxToLinearInitHook(Hook):
             runner.param_schedulers,
         )
 
-    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+    def after_load_checkpoint(
+        self, runner: 'Runner', checkpoint: dict
+    ) -> None:
         self._loaded = True
 
-    def before_train(self, runner) -> None:
+    def before_train(self, runner: 'Runner') -> None:
         source = self.source(runner.model)
         try:
             if self._loaded:

@@ -1,6 +1,7 @@
 """DenseAttentionDistiller: a segmentor or detector with a linear ViT
 backbone, distilled from a frozen softmax backbone."""
 
+import torch
 import torch.nn as nn
 from mmpretrain.registry import MODELS
 
@@ -16,12 +17,12 @@ class BackboneTeacher(nn.Module):
         backbone (nn.Module): The softmax ViT backbone.
     """
 
-    def __init__(self, backbone):
+    def __init__(self, backbone: nn.Module) -> None:
         super().__init__()
         self.backbone = backbone
         self.head = None
 
-    def forward(self, inputs, mode='tensor'):
+    def forward(self, inputs: torch.Tensor, mode: str = 'tensor'):
         """(B, C_in, H, W) -> the backbone's outputs; ``mode`` is accepted
         for the distiller's call and must be 'tensor'."""
         if mode != 'tensor':
@@ -75,7 +76,7 @@ class DenseAttentionDistiller(AttentionDistiller):
         ...                          loss_weight=50.)])
     """
 
-    def build_teacher(self, cfg):
+    def build_teacher(self, cfg: dict) -> BackboneTeacher:
         """``BackboneTeacher`` around the backbone built from ``cfg`` in
         mmpretrain's scope, whatever the caller's."""
         with MODELS.switch_scope_and_registry('mmpretrain') as registry:

@@ -1,5 +1,7 @@
 """Attention-map distillation, the paper's map-matching ablation."""
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -9,6 +11,9 @@ from torch.utils.checkpoint import checkpoint
 
 from ..attentions import BaseAttention, registered_operators
 from .distill_base import BlockwiseDistillLoss
+
+if TYPE_CHECKING:
+    from mmlvit.models.distillers import AttentionRecording
 
 
 def softmax_attention_map(
@@ -113,7 +118,7 @@ class AttentionMapMSE(BlockwiseDistillLoss):
             check_map_capable(teacher_attns[i], f'teacher block {i}')
 
     def forward(
-        self, student, teacher
+        self, student: 'AttentionRecording', teacher: 'AttentionRecording'
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Compare two recordings.
 

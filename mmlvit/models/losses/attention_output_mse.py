@@ -1,10 +1,15 @@
 """Attention-output distillation, the paper's "distill what differs"."""
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from mmpretrain.registry import MODELS
 
 from .distill_base import BlockwiseDistillLoss
+
+if TYPE_CHECKING:
+    from mmlvit.models.distillers import AttentionRecording
 
 #: lambda of the paper (Qin et al. 2026, arXiv:2609.35745): the weight of
 #: the attention-output distillation for every operator, dataset and
@@ -44,7 +49,7 @@ class AttentionOutputMSE(BlockwiseDistillLoss):
         super().__init__(loss_weight, blocks=blocks, tokens=tokens)
 
     def forward(
-        self, student, teacher
+        self, student: 'AttentionRecording', teacher: 'AttentionRecording'
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Compare two recordings.
 

@@ -1,9 +1,14 @@
 """The interface of the distillation losses, and the block and token
 selection of the block-wise ones."""
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn as nn
 from mmpretrain.registry import MODELS
+
+if TYPE_CHECKING:
+    from mmlvit.models.distillers import AttentionRecording
 
 TOKEN_CHOICES = ('all', 'patch')
 
@@ -46,7 +51,7 @@ class DistillLoss(nn.Module):
         not support this loss."""
 
     def forward(
-        self, student, teacher
+        self, student: 'AttentionRecording', teacher: 'AttentionRecording'
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``(weighted_loss, logs)`` of two recordings."""
         raise NotImplementedError

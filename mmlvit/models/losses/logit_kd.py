@@ -1,10 +1,15 @@
 """Logit distillation (Hinton et al. 2015), an extra to the paper's loss."""
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from mmpretrain.registry import MODELS
 
 from .distill_base import DistillLoss
+
+if TYPE_CHECKING:
+    from mmlvit.models.distillers import AttentionRecording
 
 
 @MODELS.register_module()
@@ -34,7 +39,7 @@ class LogitKD(DistillLoss):
         self.temperature = temperature
 
     def forward(
-        self, student, teacher
+        self, student: 'AttentionRecording', teacher: 'AttentionRecording'
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Compare the heads' outputs.
 
