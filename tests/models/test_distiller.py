@@ -1,5 +1,6 @@
-"""AttentionDistiller: the loss it returns, the frozen teacher, student-only
-checkpoints and its errors (tiny ViTs: width 32, depth 2, 32 px, patch 8)."""
+"""AttentionDistiller: the loss it returns and the frozen teacher
+(tiny ViTs: width 32, depth 2, 32 px, patch 8); its checkpoints and the
+configurations it refuses are tested in test_distiller_checkpoints.py."""
 
 import copy
 import types
@@ -7,12 +8,9 @@ import types
 import numpy as np
 import pytest
 import torch
-from mmengine.model import ExponentialMovingAverage
 from mmengine.optim import OptimWrapper
 from mmpretrain.registry import HOOKS, MODELS
 from mmpretrain.structures import DataSample
-
-from mmlvit.checkpoint import CheckpointError
 
 ARCH = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 PREPROCESSOR = dict(
@@ -234,69 +232,6 @@ def test_mixup_batch_is_the_same_for_teacher_and_student(teacher_ckpt):
     assert not torch.allclose(seen['student'], (inputs - 0.5) / 2.0)
 
 
-def test_checkpoint_holds_the_student_alone(teacher_ckpt, tmp_path):
-    distiller = build(teacher_ckpt)
-    state = distiller.state_dict()
-    assert not any(k.startswith(('teacher.', 'student.')) for k in state)
-    assert set(state) == set(distiller.student.state_dict())
-    assert '' in state._metadata and 'backbone' in state._metadata
-
-    path = tmp_path / 'epoch_1.pth'
-    torch.save(dict(state_dict=state, meta=dict()), path)
-    from mmengine.runner import load_checkpoint
-
-    plain = MODELS.build(STUDENT)
-    load_checkpoint(plain, str(path), strict=True)
-    plain.eval(), distiller.eval()
-    inputs, _ = batch()
-    assert torch.equal(
-        plain(inputs, mode='tensor'), distiller(inputs, mode='tensor')
-    )
-
-    # Resume: a student-only state dict loads strictly into a distiller;
-    # the teacher keeps the weights of its checkpoint.
-    other = build(
-        teacher_ckpt, distill_losses=[dict(type='AttentionOutputMSE')]
-    )
-    with torch.no_grad():
-        for p in other.parameters():
-            p.add_(1.0)
-    teacher_before = copy.deepcopy(distiller.teacher.state_dict())
-    other.teacher.load_state_dict(teacher_before)
-    other.load_state_dict(state, strict=True)
-    for key, value in other.student.state_dict().items():
-        assert torch.equal(value, distiller.student.state_dict()[key])
-    for key, value in other.teacher.state_dict().items():
-        assert torch.equal(value, teacher_before[key])
-    # A full (student. + teacher.) state dict also loads as it is.
-    full = {f'student.{k}': v for k, v in state.items()}
-    full.update({f'teacher.{k}': v + 1 for k, v in teacher_before.items()})
-    other.load_state_dict(full, strict=True)
-    key = 'backbone.layers.0.attn.qkv.weight'
-    assert torch.equal(
-        other.teacher.state_dict()[key], teacher_before[key] + 1
-    )
-
-
-def test_ema_state_holds_the_student_alone(teacher_ckpt):
-    distiller = build(teacher_ckpt)
-    ema = ExponentialMovingAverage(distiller)
-    state = ema.state_dict()
-    assert set(state) == {'steps'} | {
-        f'module.{k}' for k in distiller.student.state_dict()
-    }
-    with torch.no_grad():
-        for p in distiller.student.parameters():
-            p.mul_(2.0)
-    ema.update_parameters(distiller)
-    ema.update_parameters(distiller)
-    state = ema.state_dict()
-    restored = ExponentialMovingAverage(build(teacher_ckpt))
-    restored.load_state_dict(state, strict=True)
-    for key, value in restored.module.student.state_dict().items():
-        assert torch.equal(value, state[f'module.{key}'])
-
-
 def test_patch_tokens_matched_for_a_student_without_class_token(teacher_ckpt):
     student = classifier_cfg(
         backbone_cfg(
@@ -387,111 +322,3 @@ def test_linear_decay_hook(teacher_ckpt):
         )
     with pytest.raises(ValueError, match='end_factor'):
         HOOKS.build(dict(type='DistillLossDecayHook', end_factor=-1))
-
-
-def test_depth_mismatch_is_refused(teacher_ckpt):
-    student = copy.deepcopy(STUDENT)
-    student['backbone']['arch'] = dict(ARCH, num_layers=3)
-    with pytest.raises(ValueError, match='3 blocks and the teacher 2'):
-        build(teacher_ckpt, student=student)
-
-
-def test_width_mismatch_is_refused(teacher_ckpt):
-    student = copy.deepcopy(STUDENT)
-    student['backbone']['arch'] = dict(ARCH, embed_dims=16)
-    student['head']['in_channels'] = 16
-    with pytest.raises(ValueError, match='16 wide and the teacher .* 32'):
-        build(teacher_ckpt, student=student)
-
-
-def test_missing_block_is_refused(teacher_ckpt):
-    with pytest.raises(IndexError, match='block 2 does not exist'):
-        build(
-            teacher_ckpt,
-            distill_losses=[dict(type='AttentionOutputMSE', blocks=[0, 2])],
-        )
-
-
-def test_map_loss_refuses_an_operator_without_map(teacher_ckpt):
-    student = classifier_cfg(
-        backbone_cfg(
-            'LinearVisionTransformer',
-            attn_cfg=dict(type='TTTAttention'),
-            with_cls_token=False,
-            out_type='avg_featmap',
-            pos_embed_type='sincos',
-        )
-    )
-    with pytest.raises(TypeError, match='TTTAttention has no N x N'):
-        build(
-            teacher_ckpt,
-            student=student,
-            distill_losses=[dict(type='AttentionMapMSE', loss_weight=1.0)],
-        )
-
-
-def test_no_distillation_loss_is_refused(teacher_ckpt):
-    with pytest.raises(ValueError, match='at least one distillation loss'):
-        build(teacher_ckpt, distill_losses=[])
-
-
-def test_logit_loss_needs_heads(teacher_ckpt):
-    with pytest.raises(ValueError, match='teacher has no head'):
-        build(
-            teacher_ckpt,
-            teacher=dict(TEACHER, head=None),
-            distill_losses=[dict(type='LogitKD')],
-        )
-
-
-def test_backbone_without_layers_is_refused(teacher_ckpt):
-    student = dict(
-        type='ImageClassifier',
-        backbone=dict(type='ResNet', depth=18, in_channels=1),
-        head=dict(type='LinearClsHead', num_classes=10, in_channels=512),
-    )
-    with pytest.raises(TypeError, match='student .ResNet. cannot be'):
-        build(teacher_ckpt, student=student)
-
-
-def test_teacher_checkpoint_must_cover_the_teacher(teacher_ckpt, tmp_path):
-    state = torch.load(teacher_ckpt, weights_only=True)['state_dict']
-    partial = {k: v for k, v in state.items() if 'layers.1.' not in k}
-    path = tmp_path / 'partial.pth'
-    torch.save(dict(state_dict=partial), path)
-    with pytest.raises(CheckpointError, match='leaves .* parameters unset'):
-        build(path)
-    with pytest.raises(FileNotFoundError):
-        build(tmp_path / 'absent.pth')
-
-
-def to_timm(state):
-    """mmpretrain ViT keys -> timm keys (the layout of timm/DeiT files)."""
-    renames = [
-        ('backbone.patch_embed.projection', 'patch_embed.proj'),
-        ('backbone.ln1.', 'norm.'),
-        ('backbone.layers.', 'blocks.'),
-        ('.ln1.', '.norm1.'),
-        ('.ln2.', '.norm2.'),
-        ('.ffn.layers.0.0.', '.mlp.fc1.'),
-        ('.ffn.layers.1.', '.mlp.fc2.'),
-        ('head.layers.head.', 'head.'),
-        ('backbone.', ''),
-    ]
-    timm = {}
-    for key, value in state.items():
-        for old, new in renames:
-            key = key.replace(old, new)
-        timm[key] = value
-    return timm
-
-
-def test_timm_safetensors_teacher(teacher_ckpt, tmp_path):
-    from safetensors.torch import save_file
-
-    state = torch.load(teacher_ckpt, weights_only=True)['state_dict']
-    path = tmp_path / 'model.safetensors'
-    save_file({k: v.contiguous() for k, v in to_timm(state).items()}, path)
-    distiller = build(path)
-    for key, value in distiller.teacher.state_dict().items():
-        assert torch.equal(value, state[key]), key

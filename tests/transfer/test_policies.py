@@ -5,7 +5,6 @@ import re
 
 import pytest
 import torch
-import torch.nn.functional as F
 from transfer_helpers import TINY_ARCH, backbone_cfg
 
 from mmlvit.transfer import (
@@ -171,116 +170,6 @@ def test_backbone_alone_is_accepted(build_classifier, softmax_state):
         TransferError, match='head component needs the classifier'
     ):
         apply_init(student.backbone, ckpt, components=['head'])
-
-
-def test_ttt_student_takes_standard_qkv_rows_only(
-    build_classifier, softmax_state
-):
-    ckpt = softmax_state()
-    attn = 'TTTAttention'
-    fresh = dict(build_classifier(backbone_cfg(attn)).named_parameters())
-    student = build_classifier(backbone_cfg(attn))
-    report = apply_init(student, ckpt, 'FullCopy')
-    C = TINY_ARCH['embed_dims']
-    params = dict(student.named_parameters())
-    for i in range(TINY_ARCH['num_layers']):
-        for kind in ('weight', 'bias'):
-            key = f'backbone.layers.{i}.attn.qkv.{kind}'
-            assert params[key].shape[0] == 3 * C + 3 * (C // 2)
-            assert torch.equal(params[key][: 3 * C], ckpt[key])
-            assert torch.equal(params[key][3 * C :], fresh[key][3 * C :])
-            # The wider proj keeps its own init, bias included.
-            key = f'backbone.layers.{i}.attn.proj.{kind}'
-            assert torch.equal(params[key], fresh[key])
-        for inner in ('w1', 'w2', 'w3'):
-            key = f'backbone.layers.{i}.attn.{inner}'
-            assert torch.equal(params[key], fresh[key])
-    copied = {
-        k
-        for k in ckpt
-        if in_components(k, FULL - {'attn_qkv', 'attn_proj'}) and k in params
-    }
-    copied_whole = copied | {k for k in params if '.attn.qkv.' in k}
-    for key, param in params.items():
-        if key not in copied_whole:
-            assert torch.equal(param, fresh[key]), key
-        elif key in copied:
-            assert torch.equal(param, ckpt[key]), key
-    skipped = dict(
-        (r.key, r.reason) for r in report.records if r.action == 'skipped'
-    )
-    assert 'no class token' in skipped['backbone.cls_token']
-    assert 'sin-cos' in skipped['backbone.pos_embed']
-    assert 'wider' in skipped['backbone.layers.0.attn.proj.weight']
-    assert 'wider' in skipped['backbone.layers.0.attn.proj.bias']
-    table = report.table()
-    assert 'operator-specific extra rows 96:144' in table
-    assert 'the student has no class token' in table
-
-
-def test_mhla_extra_parameters_keep_their_init(
-    build_classifier, softmax_state
-):
-    ckpt = softmax_state()
-    attn = 'MHLAttention'
-    fresh = dict(build_classifier(backbone_cfg(attn)).named_parameters())
-    student = build_classifier(backbone_cfg(attn))
-    apply_init(student, ckpt, 'FullCopy')
-    params = dict(student.named_parameters())
-    copied = {k for k in ckpt if in_components(k, FULL) and k in params}
-    assert {
-        'backbone.layers.0.attn.mixing',
-        'backbone.layers.0.attn.lepe.weight',
-    } <= set(params) - copied
-    assert_copied_exactly(student, fresh, ckpt, copied)
-
-
-def test_pos_embed_resized_and_class_row_dropped(
-    build_classifier, softmax_state
-):
-    ckpt = softmax_state()  # 4x4 grid + class token
-    grid = ckpt['backbone.pos_embed'][:, 1:].reshape(1, 4, 4, -1)
-    resized = F.interpolate(
-        grid.permute(0, 3, 1, 2),
-        size=(6, 6),
-        mode='bicubic',
-        align_corners=False,
-    )
-    resized = resized.flatten(2).transpose(1, 2)
-
-    student = build_classifier(
-        backbone_cfg('ReLULinearAttention', img_size=48)
-    )
-    report = apply_init(student, ckpt, components=['pos_embed'])
-    pos = student.backbone.pos_embed
-    assert pos.shape == (1, 37, 32)
-    assert torch.equal(pos[:, :1], ckpt['backbone.pos_embed'][:, :1])
-    torch.testing.assert_close(pos[:, 1:], resized)
-    assert 'resized from (1, 17, 32)' in report.table()
-
-    no_cls = build_classifier(
-        backbone_cfg(
-            'ReLULinearAttention', with_cls_token=False, out_type='avg_featmap'
-        )
-    )
-    report = apply_init(no_cls, ckpt, 'FullCopy')
-    assert torch.equal(
-        no_cls.backbone.pos_embed, ckpt['backbone.pos_embed'][:, 1:]
-    )
-    assert 'backbone.cls_token' in [
-        r.key for r in report.records if r.action == 'skipped'
-    ]
-
-
-def test_class_token_student_needs_a_class_position(
-    build_classifier, softmax_state
-):
-    ckpt = softmax_state(with_cls_token=False, out_type='avg_featmap')
-    student = build_classifier(backbone_cfg('ReLULinearAttention'))
-    before = student.backbone.pos_embed.clone()
-    with pytest.raises(TransferError, match='no class-token position'):
-        apply_init(student, ckpt, components=['pos_embed'])
-    assert torch.equal(student.backbone.pos_embed, before)
 
 
 def test_width_mismatch_lists_keys_and_writes_nothing(
