@@ -168,3 +168,8 @@ def test_the_distiller_records_what_it_declares(
     samples = [DataSample().set_gt_label(i) for i in range(2)]
     losses = distiller.loss(images, samples)
     assert math.isfinite(losses['loss_distill'].item())
+
+
+def test_a_record_without_a_probe_is_refused(teacher):
+    with pytest.raises(KeyError, match="Nothing records 'gates'.*Probe"):
+        AttentionRecording(teacher, [0], ('outputs', 'gates'))
