@@ -4,8 +4,9 @@ interpreter, against float64 references.
 Run as a script (test_fused_linear.py does, in a fresh process:
 TRITON_INTERPRET must be set before triton is imported). Prints one JSON
 line: for each case, the relative error ||x - ref|| / ||ref|| of the output
-and of the gradient of every input, the output dtype and whether the
-outputs hold no NaN or inf.
+and of the gradient of every input, the output dtype, whether the
+outputs hold no NaN or inf, and whether the kernels' dq, dk, dv reached
+``split_qkv`` as one buffer (the gradient of qkv, not stacked).
 
 The reference is the PyTorch path in float64 on the inputs as the kernels
 see them (rounded to the case's dtype), with the same upstream gradient.
@@ -25,6 +26,7 @@ import torch  # noqa: E402
 
 from mmlvit.ops import fused_linear  # noqa: E402
 from mmlvit.ops.fused_linear import function  # noqa: E402
+from mmlvit.ops.heads import SplitQKV, split_qkv  # noqa: E402
 from mmlvit.ops.inline_attention import (  # noqa: E402
     inline_attention,
     inline_attention_reference,
@@ -60,6 +62,21 @@ def attention(mode, q, k, v, backend, mixing=None, hw_shape=None):
     return kernel_linear_attention(q, k, v, kernel=mode, backend=backend)
 
 
+# Whether SplitQKV received dq, dk, dv as slots of one buffer (and passed
+# it on as the gradient of qkv without a copy), one entry per backward.
+SHARED = []
+_split_backward = SplitQKV.backward
+
+
+def _recording_backward(ctx, dq, dk, dv):
+    grad = _split_backward(ctx, dq, dk, dv)
+    SHARED.append(grad.data_ptr() == dq.data_ptr())
+    return grad
+
+
+SplitQKV.backward = staticmethod(_recording_backward)
+
+
 def heads(x):
     """(B, N, 3, H, d) -> q, k, v, each (B, H, N, d), views."""
     return x.permute(2, 0, 3, 1, 4).unbind(0)
@@ -84,9 +101,10 @@ def check(
             side**2, side**2, generator=g
         )
         extra = dict(mixing=mixing.requires_grad_(), hw_shape=grid)
-    out = attention(mode, *heads(x), backend='triton', **extra)
+    out = attention(mode, *split_qkv(x), backend='triton', **extra)
     grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
     (out.double() * grad_out).sum().backward()
+    shared = SHARED.pop()
 
     x_ref = x.detach().double().requires_grad_()
     extra_ref = dict(extra)
@@ -110,6 +128,7 @@ def check(
             torch.isfinite(out).all() and torch.isfinite(x.grad).all()
         ),
         out=relative(out, ref),
+        qkv_grad_shared=shared,
         grads={n: relative(grads[n], grads_ref[n]) for n in grads},
     )
 

@@ -23,6 +23,7 @@ import torch  # noqa: E402
 from gla_inputs import grads, inputs  # noqa: E402
 
 from mmlvit.ops.gla import bidirectional_gla_map, triton_backend  # noqa: E402
+from mmlvit.ops.heads import _common_buffer  # noqa: E402
 
 NAMES = 'q k v g_fwd g_bwd'.split()
 DTYPES = {
@@ -42,20 +43,26 @@ def compare(tensors, scale=0.4):
     """The triton path against :func:`oracle`, output and gradients, with
     the strides and dtypes that reached the kernels."""
     seen = {}
-    forward = triton_backend.forward
+    forward, backward = triton_backend.forward, triton_backend.backward
 
     def recording(q, k, v, g_fwd, g_bwd, scale):
         seen.update(q=q.stride(), k=k.stride(), v=v.stride())
         seen.update(dtype=str(q.dtype), gate_dtype=str(g_fwd.dtype))
         return forward(q, k, v, g_fwd, g_bwd, scale)
 
+    def recording_backward(*args):
+        dq, dk, dv, *dg = backward(*args)
+        seen['qkv_grad_buffer'] = _common_buffer(dq, dk, dv) is not None
+        return dq, dk, dv, *dg
+
     triton_backend.forward = recording
+    triton_backend.backward = recording_backward
     try:
         out = triton_backend.bidirectional_triton(*tensors, scale)
         fn = lambda *a: triton_backend.bidirectional_triton(*a, scale)  # noqa: E731
         got = grads(fn, tensors)
     finally:
-        triton_backend.forward = forward
+        triton_backend.forward, triton_backend.backward = forward, backward
     ref = oracle(*tensors, scale)
     want = grads(lambda *a: oracle(*a, scale), tensors)
     return dict(

@@ -118,6 +118,15 @@ def test_strided_views_reach_the_kernels_uncopied(interpreted):
             assert report['kernel'][t] == strides, name
 
 
+def test_qkv_gradients_share_one_buffer(interpreted):
+    """Equal head widths: dq, dk, dv are slots of one (B, N, 3, H, d)
+    buffer, the gradient of the qkv projection as it is (no stack); d_k
+    = 24 with d_v = 16 cannot share one."""
+    for name in ('strided fp32 T=150', 'strided bf16 T=80'):
+        assert interpreted[name]['kernel']['qkv_grad_buffer'], name
+    assert not interpreted['vanishing fp32 T=80']['kernel']['qkv_grad_buffer']
+
+
 def test_vanishing_gates_stay_finite_and_exact(interpreted):
     """Log-gates of -30 and -60 in places (decays of e^-30 per token and
     far below fp32's range across several), d_k = 24 (not a power of

@@ -255,7 +255,7 @@ def test_a_report_stopped_from_outside_keeps_the_running_part(
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.2)
     md = (out / 'report.md').read_text()
-    assert '| attention | 80 |' in md and 'running |' in md
+    assert '| attention | 60 |' in md and 'running |' in md
     assert 'half-way' in md
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM

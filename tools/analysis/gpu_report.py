@@ -8,15 +8,16 @@ needed) under its own time limit, timed:
 =========  =====  =====================================================
 part       limit  what
 =========  =====  =====================================================
-tests      110 s  ``pytest -m cuda tests/ops tests/models`` (most of it
+tests      170 s  ``pytest -m cuda tests/ops tests/models`` (most of it
                   compiling the Triton kernels, cached on disk for the
-                  parts after it)
-attention   80 s  benchmark_attention.py, bf16, N = 197 ... 65537
-model      140 s  benchmark_model.py, ViT-B/16 at 224 / 512 / 1024 /
+                  parts after it), without fla's own GLA backend (its
+                  autotuning alone takes minutes per dtype)
+attention   60 s  benchmark_attention.py, bf16, N = 197 ... 65537
+model      110 s  benchmark_model.py, ViT-B/16 at 224 / 512 / 1024 /
                   2048 px, batch 128 / 32 / 8 / 2, bf16, forward and
                   forward + backward: mmpretrain's and timm's softmax
                   ViT-B and every linear operator
-distill     40 s  benchmark_distill.py, DeiT-S, batch 64, bf16
+distill     30 s  benchmark_distill.py, DeiT-S, batch 64, bf16
 flagship    90 s  tools/train.py --amp (bf16) on
                   configs/lvit/vit-b_gla_copy-distill_in1k.py with a
                   generated ImageNet-shaped folder of random JPEGs and
@@ -69,7 +70,7 @@ import time
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 FLAGSHIP = 'configs/lvit/vit-b_gla_copy-distill_in1k.py'
-BUDGETS = dict(tests=110, attention=80, model=140, distill=40, flagship=90)
+BUDGETS = dict(tests=170, attention=60, model=110, distill=30, flagship=90)
 STARTUP_S = 30  # a benchmark's start-up and writing, inside its limit
 REFRESH_S = 30  # the report's refresh period while a part runs
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -319,7 +320,8 @@ def part_command(part, work, budget):
     ]
     if part == 'tests':
         command = [sys.executable, '-m', 'pytest', '-m', 'cuda', 'tests/ops']
-        command += ['tests/models', '-v', '-rfE', '-p', 'no:cacheprovider']
+        command += ['tests/models', '--ignore', 'tests/ops/test_gla_fla.py']
+        command += ['-v', '-rfE', '-p', 'no:cacheprovider']
         return command, None
     if part == 'attention':
         tokens = ['197', '785', '3137', '12545', '16385', '65537']

@@ -4,6 +4,8 @@ import torch.nn as nn
 from mmengine.model import BaseModule
 from mmpretrain.registry import MODELS
 
+from mmlvit.ops.heads import split_qkv
+
 
 class BaseAttention(BaseModule):
     """Multi-head token mixing with softmax-compatible parameter names.
@@ -107,12 +109,8 @@ class BaseAttention(BaseModule):
         """
         B, N, _ = qkv.shape
         C = self.embed_dims
-        q, k, v = (
-            qkv[..., : 3 * C]
-            .reshape(B, N, 3, self.num_heads, self.head_dims)
-            .permute(2, 0, 3, 1, 4)
-        )
-        return q, k, v
+        heads = qkv[..., : 3 * C].reshape(B, N, 3, self.num_heads, -1)
+        return split_qkv(heads)
 
     def merge_heads(self, x):
         """(B, h, N, d) -> (B, N, h*d)."""

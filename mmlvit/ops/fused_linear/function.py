@@ -11,9 +11,12 @@ backward: q, k, v (views of the caller's tensors, no copies) and the small
 fp32 states; the feature maps are recomputed.
 """
 
+import os
+
 import torch
 import triton
 
+from ..heads import qkv_gradients
 from . import kernels
 
 MODES = {
@@ -25,6 +28,12 @@ MODES = {
 }
 BLOCK_N = 64  # tokens per tile
 NUM_WARPS = 4
+# Products of bf16 inputs: 'bf16' rounds their fp32 operands (feature
+# maps, states) to bf16 and runs the tensor cores at full rate; bf16 has
+# fp32's exponent range, so a state rounds but cannot overflow. 'tf32'
+# keeps more bits at a lower rate. fp16 inputs always multiply at 'tf32'
+# (a key sum can pass fp16's range), fp32 ones at 'ieee'.
+BF16_PRODUCTS = 'bf16'
 # Programs a reduction launch aims at (a few per multiprocessor): segments
 # are split into token ranges until B*H*SEGS*splits reaches it.
 TARGET_PROGRAMS = 512
@@ -38,6 +47,18 @@ def _width(d):
 def _strides(t):
     """(batch, head, token) strides of a (B, H, N, d) tensor."""
     return t.stride(0), t.stride(1), t.stride(2)
+
+
+def _precision(dtype):
+    """The kernels' PRECISION for inputs of ``dtype``."""
+    if dtype == torch.float32:
+        return 'ieee'
+    if dtype == torch.float16 or BF16_PRODUCTS == 'tf32':
+        return 'tf32'
+    # Triton's interpreter multiplies bf16 wrongly: the same rounding,
+    # fp32 products.
+    interpreted = os.environ.get('TRITON_INTERPRET') == '1'
+    return 'bf16-ieee' if interpreted else 'bf16'
 
 
 def _unit_last_stride(t):
@@ -94,7 +115,7 @@ class Launch:
         self.constants = dict(
             MODE=MODES[mode],
             BLOCKED=blocks is not None,
-            PRECISION='ieee' if q.dtype == torch.float32 else 'tf32',
+            PRECISION=_precision(q.dtype),
             BLOCK_N=BLOCK_N,
             BLOCK_K=self.BK,
             BLOCK_V=self.BV,
@@ -105,6 +126,22 @@ class Launch:
     def geometry(self):
         """The kernels' H, DK, DV and segment arguments."""
         return (self.H, self.DK, self.DV, self.seg_len, *self.grid)
+
+    def gradient(self, like, slot):
+        """Empty (B, H, N, d) gradient for ``like`` (q: slot 0, k: 1,
+        v: 2): slots of one (B, N, 3, H, d) buffer (:func:`qkv_gradients`)
+        where q, k, v are alike, so a ``qkv`` projection's gradient is
+        that buffer, not a stack. Backward asks for slot 0 first (a new
+        buffer each pass), then 1 and 2."""
+        if slot == 0:
+            alike = self.DK == self.DV
+            self.grads = qkv_gradients(like) if alike else None
+        grads = getattr(self, 'grads', None)
+        if grads is None or grads[slot].dtype != like.dtype:
+            return _empty_heads(like, like.shape[-1])
+        if slot == 2:
+            self.grads = None
+        return grads[slot]
 
     def partials(self, device):
         """fp32 buffers for per-split S, z, z_v: (B*H, SEGS, splits, ...)."""
@@ -137,7 +174,7 @@ class SegmentStates(torch.autograd.Function):
         k, v = ctx.saved_tensors
         launch = ctx.launch
         ds, dz, dzv = (t.float().contiguous() for t in (ds, dz, dzv))
-        dk, dv = _empty_heads(k, launch.DK), _empty_heads(v, launch.DV)
+        dk, dv = launch.gradient(k, 1), launch.gradient(v, 2)
         kernels.key_value_grad_kernel[(launch.BH, launch.segs * launch.tiles)](
             k, v, dk, dv, ds, dz, dzv,
             *_strides(k), *_strides(v), *_strides(dk), *_strides(dv),
@@ -168,7 +205,7 @@ class SegmentOutputs(torch.autograd.Function):
         q, s, z, zv = ctx.saved_tensors
         launch = ctx.launch
         do = _unit_last_stride(do)
-        dq = _empty_heads(q, launch.DK)
+        dq = launch.gradient(q, 0)
         ds, dz, dzv = launch.partials(q.device)
         kernels.query_grad_kernel[(launch.BH, launch.segs * launch.splits)](
             q, do, dq, s, z, zv, ds, dz, dzv,

@@ -16,9 +16,9 @@ the operator (see :mod:`.function`):
 
 with S = phi(k)^T v (d_k x d_v), z = phi(k)^T 1 and z_v = v^T 1 over the
 segment. Feature maps, states, normalisers and every sum are fp32 in
-registers, and the products run on fp32 tiles ('tf32' tensor-core precision
-for 16-bit inputs, 'ieee' for fp32 ones); q, k, v and the outputs keep the
-input dtype. Token tiles are ``BLOCK_N`` positions of a segment; widths are
+registers; products take fp32 tiles at 'ieee' precision (fp32 inputs) or
+'tf32' (fp16 inputs), or their operands rounded to bf16 (bf16 inputs), and
+accumulate in fp32; q, k, v and the outputs keep the input dtype. Token tiles are ``BLOCK_N`` positions of a segment; widths are
 padded to the powers of two ``BLOCK_K`` / ``BLOCK_V`` (>= 16, as ``tl.dot``
 needs) and masked. States are stored fp32 and contiguous, (B*H, SEGS,
 BLOCK_K, BLOCK_V), (B*H, SEGS, BLOCK_K), (B*H, SEGS, BLOCK_V); per-split
@@ -118,8 +118,19 @@ def _phi_tile(x, valid, cols, D, MODE: tl.constexpr):
 
 @triton.jit
 def _dot(a, b, PRECISION: tl.constexpr):
-    """a @ b of fp32 tiles at ``PRECISION``, fp32 accumulation."""
-    return tl.dot(a, b, input_precision=PRECISION)
+    """a @ b of fp32 tiles, fp32 accumulation: products at 'ieee' or
+    'tf32' precision, or of operands rounded to 'bf16' (tensor cores at
+    full rate); 'bf16-ieee' rounds to bf16 and multiplies in fp32 (the
+    same numbers where bf16 products are unavailable, as under Triton's
+    interpreter)."""
+    if PRECISION == 'bf16':
+        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
+    elif PRECISION == 'bf16-ieee':
+        a = a.to(tl.bfloat16).to(tl.float32)
+        b = b.to(tl.bfloat16).to(tl.float32)
+        return tl.dot(a, b, input_precision='ieee')
+    else:
+        return tl.dot(a, b, input_precision=PRECISION)
 
 
 @triton.jit

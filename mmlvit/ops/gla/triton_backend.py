@@ -16,6 +16,8 @@ import os
 
 import torch
 
+from ..heads import qkv_gradients
+
 # Tokens per chunk and per sub-block (the diagonal blocks of exact decays).
 CHUNK = 64
 SUB_BLOCK = 16
@@ -23,6 +25,13 @@ SUB_BLOCK = 16
 # backward, all d_v) channels of a sub-block.
 MAX_HEAD_DIM = 128
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# Fixed launch configuration of each kernel (Triton's launch options).
+LAUNCH = {
+    'states': dict(num_warps=4),
+    'forward': dict(num_warps=4),
+    'backward': dict(num_warps=4),
+    'gate_grad': dict(num_warps=4),
+}
 
 
 @functools.cache
@@ -86,7 +95,7 @@ def chunk_states(x, y, g0, g1, inclusive, dtypes):
         x, y, g0, g1, out,
         *x.stride(), *y.stride(), *g0.stride(), *g1.stride(),
         T, B, H, NT, K=K, V=V, BT=CHUNK, BK=BK, BV=BV, INCLUSIVE=inclusive,
-        DT=dtypes[0], DOT=dtypes[1],
+        DT=dtypes[0], DOT=dtypes[1], **LAUNCH['states'],
     )  # fmt: skip
     return out
 
@@ -107,7 +116,7 @@ def forward(q, k, v, g_fwd, g_bwd, scale):
         *q.stride(), *k.stride(), *v.stride(), *g_fwd.stride(),
         *g_bwd.stride(), *o.stride(),
         scale, T, B, H, states.shape[3], K=K, V=V, BT=CHUNK, BC=SUB_BLOCK,
-        BK=_width(K), BV=BV, DT=dtypes[0], DOT=dtypes[1],
+        BK=_width(K), BV=BV, DT=dtypes[0], DOT=dtypes[1], **LAUNCH['forward'],
     )  # fmt: skip
     return o
 
@@ -123,7 +132,10 @@ def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
     d_o = d_o.to(v.dtype)
     states = chunk_states(k, v, g_fwd, g_bwd, False, dtypes)
     d_states = chunk_states(q, d_o, g_bwd, g_fwd, True, dtypes)
-    dq, dk, dv = _like_tokens(q, K), _like_tokens(k, K), _like_tokens(v, V)
+    if K == V:  # one buffer, the gradient of a qkv projection as it is
+        dq, dk, dv = qkv_gradients(q)
+    else:
+        dq, dk, dv = _like_tokens(q, K), _like_tokens(k, K), _like_tokens(v, V)
     dg = q.new_empty(2, B, H, T, K, dtype=torch.float32)
     NT = states.shape[3]
     bigla_bwd_kernel[(NT, B * H)](
@@ -132,11 +144,11 @@ def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
         *g_bwd.stride(), *d_o.stride(), *dq.stride(), *dk.stride(),
         *dv.stride(),
         scale, T, B, H, NT, K=K, V=V, BT=CHUNK, BC=SUB_BLOCK, BK=_width(K),
-        BV=_width(V), DT=dtypes[0], DOT=dtypes[1],
+        BV=_width(V), DT=dtypes[0], DOT=dtypes[1], **LAUNCH['backward'],
     )  # fmt: skip
     BK = min(32, _width(K))
     gate_grad_cumsum_kernel[(-(-K // BK), B * H, 2)](
-        dg, T, NT, K=K, BT=CHUNK, BK=BK
+        dg, T, NT, K=K, BT=CHUNK, BK=BK, **LAUNCH['gate_grad']
     )
     return dq, dk, dv, dg[0], dg[1]
 
