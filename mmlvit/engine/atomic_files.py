@@ -32,7 +32,8 @@ def temp_path(path):
 
 def leftover_temp_files(folder):
     """Temporary files of writes that were killed before their rename."""
-    return sorted(glob.glob(osp.join(folder, f'.*.*{TEMP_SUFFIX}')))
+    found = glob.glob(osp.join(folder, f'.*.*{TEMP_SUFFIX}'))
+    return sorted(path for path in found if osp.isfile(path))
 
 
 def write_all(file, data):
@@ -65,10 +66,10 @@ def atomic_write(path, data, encoding='utf-8'):
         if osp.exists(tmp):
             os.remove(tmp)
         raise
-    _sync_folder(osp.dirname(osp.abspath(path)))
+    sync_folder(osp.dirname(osp.abspath(path)))
 
 
-def _sync_folder(folder):
+def sync_folder(folder):
     """Make the rename itself durable (POSIX; a no-op where folders cannot
     be opened)."""
     try:

@@ -23,6 +23,8 @@ import os.path as osp
 from mmengine.registry import RUNNERS, STRATEGIES
 from mmengine.runner import FlexibleRunner as _MMEngineFlexibleRunner
 
+from mmlvit.engine.sharded_checkpoint import save_sharded
+
 try:
     from mmengine._strategy import FSDPStrategy as _MMEngineFSDPStrategy
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
@@ -33,7 +35,9 @@ except ImportError:  # torch without distributed support
 @RUNNERS.register_module(name='FlexibleRunner', force=True)
 class FlexibleRunner(_MMEngineFlexibleRunner):
     """mmengine's ``FlexibleRunner`` whose checkpoints keep the ``epoch`` and
-    ``iter`` the caller asked for, as ``Runner``'s do."""
+    ``iter`` the caller asked for, as ``Runner``'s do, and whose sharded
+    checkpoint folders are written as a whole or not at all
+    (:mod:`mmlvit.engine.sharded_checkpoint`)."""
 
     def save_checkpoint(self, out_dir, filename, *args, meta=None, **kwargs):
         """As ``FlexibleRunner.save_checkpoint``; ``meta['epoch']`` and
@@ -43,11 +47,18 @@ class FlexibleRunner(_MMEngineFlexibleRunner):
         requested = {k: meta[k] for k in ('epoch', 'iter') if k in meta}
         strategy = self.strategy
 
-        def save(*save_args, extra_ckpt, **save_kwargs):
+        def save(filename, *, extra_ckpt, **save_kwargs):
             extra_ckpt['meta'].update(requested)
-            return type(strategy).save_checkpoint(
-                strategy, *save_args, extra_ckpt=extra_ckpt, **save_kwargs
-            )
+
+            def write(target):
+                type(strategy).save_checkpoint(
+                    strategy, target, extra_ckpt=extra_ckpt, **save_kwargs
+                )
+
+            if writes_shards(strategy) and '://' not in filename:
+                save_sharded(write, filename)
+            else:
+                write(filename)
 
         strategy.save_checkpoint = save
         try:
@@ -75,6 +86,16 @@ if _MMEngineFSDPStrategy is not None:
                 optim_state_dict=state_dict,
             )
             self.optim_wrapper.load_state_dict(optim_state_dict)
+
+
+def writes_shards(strategy):
+    """Whether a built strategy saves one file per process (FSDP with
+    mmengine's default ``state_dict_cfg='local'``)."""
+    return (
+        _MMEngineFSDPStrategy is not None
+        and isinstance(strategy, _MMEngineFSDPStrategy)
+        and not strategy._is_full_state_dict()
+    )
 
 
 def is_fsdp_strategy(strategy):
