@@ -6,6 +6,7 @@ from . import (  # noqa: F401
     layer_decay,
     loops,
     optim_wrapper,
+    pretrained_init,
 )
 
 atomic_files.install()

@@ -6,6 +6,7 @@ distiller's student-only checkpoint, ``module.`` prefixes) still load."""
 import copy
 import os.path as osp
 import subprocess
+import uuid
 
 import pytest
 import torch
@@ -206,3 +207,120 @@ def test_position_embedding_of_another_grid_loads_resized(
     for key, value in runner.model.state_dict().items():
         if key != 'backbone.pos_embed':
             assert torch.equal(value, saved[key]), key
+
+
+def init_cfg_runner(repo_root, work_dir, model=None, **options):
+    """A runner of the tiny config (or of ``model``, without custom hooks)
+    for one training epoch without validation (init_cfg is applied when
+    training starts)."""
+    cfg = config(repo_root, TINY, work_dir, **options)
+    if model is not None:
+        cfg.model, cfg.custom_hooks = model, []
+    cfg.train_cfg = dict(by_epoch=True, max_epochs=1)
+    cfg.param_scheduler = None  # the warm-up lasts the first epoch
+    # Its own logger (runners built within a second would share one).
+    cfg.experiment_name = f'init_cfg_{uuid.uuid4().hex[:8]}'
+    cfg.val_dataloader = cfg.val_cfg = cfg.val_evaluator = None
+    return Runner.from_cfg(cfg)
+
+
+def test_pretrained_init_of_another_width_stops_before_training(
+    ckpts, tmp_path, repo_root, fashion_mnist_root
+):
+    runner = init_cfg_runner(
+        repo_root,
+        tmp_path,
+        **{
+            'model.init_cfg': dict(
+                type='Pretrained', checkpoint=str(ckpts['other'])
+            )
+        },
+    )
+    with pytest.raises(CheckpointMismatchError) as err:
+        runner.train()
+    message = str(err.value)
+    assert message.startswith(
+        f"init_cfg=dict(type='Pretrained', checkpoint='{ckpts['other']}') "
+        'does not fit the ImageClassifier it initialises: 29 tensors have '
+        'another shape: backbone.cls_token (file 1x1x16, model 1x1x32), '
+    )
+    assert '12 tensors of the file are not in the model' in message
+    assert 'add allow_partial=True to that init_cfg.' in message
+    assert 'SoftmaxToLinearInitHook' not in message
+    assert not list(tmp_path.glob('epoch_*.pth'))
+
+
+def test_backbone_pretrained_init_needs_the_prefix(
+    ckpts, tmp_path, repo_root, fashion_mnist_root
+):
+    """A classifier file given to the backbone without prefix='backbone.'
+    matches no key: an error; with the prefix it loads exactly."""
+    model = Config.fromfile(osp.join(repo_root, TINY)).model
+    init_cfg = dict(type='Pretrained', checkpoint=str(ckpts['teacher']))
+    model.backbone.init_cfg = init_cfg
+    runner = init_cfg_runner(repo_root, tmp_path, model=model)
+    with pytest.raises(
+        CheckpointMismatchError,
+        match='does not fit the VisionTransformer it initialises: 30 model '
+        'weights are not in the file: cls_token, pos_embed, '
+        r'patch_embed.projection.weight and 27 more; 32 tensors of the file',
+    ):
+        runner.train()
+    model.backbone.init_cfg.prefix = 'backbone.'
+    runner = init_cfg_runner(repo_root, tmp_path / 'ok', model=model)
+    runner.model.init_weights()
+    saved = torch.load(ckpts['teacher'], weights_only=True)['state_dict']
+    for name, value in runner.model.backbone.state_dict().items():
+        assert torch.equal(value, saved[f'backbone.{name}']), name
+
+
+def test_pretrained_init_allow_partial_trains_with_what_fits(
+    ckpts, tmp_path, repo_root, fashion_mnist_root
+):
+    init_cfg = dict(
+        type='Pretrained', checkpoint=str(ckpts['shallow']), allow_partial=True
+    )
+    runner = init_cfg_runner(
+        repo_root, tmp_path, **{'model.init_cfg': init_cfg}
+    )
+    runner.train()
+    assert (tmp_path / 'epoch_1.pth').is_file()
+    (log,) = tmp_path.glob('*/*.log')
+    assert 'missing keys in source state_dict: backbone.layers.1' in (
+        log.read_text()
+    )
+
+
+def test_softmax_file_for_a_linear_student_names_the_conversion(
+    ckpts, tmp_path, repo_root, fashion_mnist_root
+):
+    """A softmax ViT file as the GLA student's init_cfg or load_from: the
+    errors name SoftmaxToLinearInitHook and tools/init_student.py."""
+    teacher = str(ckpts['teacher'])
+    student = Config.fromfile(osp.join(repo_root, DISTILL)).model.student
+    conversion = (
+        'The file looks like a softmax ViT checkpoint and the model is a '
+        'linear-attention student: copy the softmax weights into the student '
+        "with custom_hooks=[dict(type='SoftmaxToLinearInitHook', "
+        f"checkpoint='{teacher}', setting='MLPCopy')] in the config, or "
+        f'offline with python tools/init_student.py CONFIG {teacher} --out '
+        'student.pth and then load_from=student.pth.'
+    )
+    student.backbone.init_cfg = dict(
+        type='Pretrained', checkpoint=teacher, prefix='backbone.'
+    )
+    runner = init_cfg_runner(repo_root, tmp_path, model=student)
+    with pytest.raises(CheckpointMismatchError) as err:
+        runner.train()
+    assert '10 model weights are not in the file: layers.0.attn.gate_down' in (
+        str(err.value)
+    )
+    assert conversion in str(err.value)
+    student.backbone.pop('init_cfg')
+    runner = init_cfg_runner(
+        repo_root, tmp_path / 'load_from', model=student, load_from=teacher
+    )
+    with pytest.raises(CheckpointMismatchError) as err:
+        runner.train()
+    assert conversion in str(err.value)
+    assert OPT_IN in str(err.value)

@@ -75,10 +75,12 @@ class StrictLoadHook(Hook):
                 key = re.sub(pattern, replacement, key)
             if isinstance(value, torch.Tensor):
                 found[key] = tuple(value.shape)
-        problems = compare(found, model)
+        differences = mismatches(found, model)
+        problems = describe(*differences)
         if not problems:
             return
         name = _checkpoint_name(runner)
+        hint = softmax_to_linear_hint(model, *differences, name)
         if self.allow_partial:
             print_log(
                 f'Loading only the matching tensors of {name} '
@@ -93,22 +95,23 @@ class StrictLoadHook(Hook):
             'file (unmatched weights keep their initialisation). Use the '
             'config the checkpoint was trained with (architecture, '
             'depth, width, number of classes), or the checkpoint this config '
-            'was trained for. To load only the matching tensors on purpose '
-            f'(e.g. fine-tuning with a new head), add --cfg-options {OPT_IN}.'
+            f'was trained for. {hint + " " if hint else ""}To load only the '
+            'matching tensors on purpose (e.g. fine-tuning with a new head), '
+            f'add --cfg-options {OPT_IN}.'
         )
 
 
-def compare(found, model):
-    """Describe how a checkpoint's tensors differ from a model's.
+def mismatches(found, model):
+    """How a checkpoint's tensors differ from a model's.
 
     Args:
         found (dict[str, tuple]): The checkpoint's keys and shapes.
         model (nn.Module): The model it is loaded into.
 
     Returns:
-        str: Shape mismatches, model weights absent from the checkpoint and
-        checkpoint tensors the model lacks, with counts and a few keys each;
-        empty when the checkpoint fits.
+        tuple[list[str], list[str], list[str]]: Tensors of another shape
+        (``'key (file AxB, model CxD)'``), model weights absent from the
+        checkpoint and checkpoint tensors the model lacks.
     """
     # What the model saves (its state_dict hooks applied) and what its
     # parameters and buffers are called: a checkpoint may hold either.
@@ -126,6 +129,12 @@ def compare(found, model):
         k for k in expected if k not in found and not _IGNORED.search(k)
     ]
     extra = [k for k in found if k not in expected and not _IGNORED.search(k)]
+    return shapes, missing, extra
+
+
+def describe(shapes, missing, extra):
+    """:func:`mismatches`' lists as one phrase, with counts and a few keys
+    each; empty when all three are."""
     parts = []
     if shapes:
         parts.append(
@@ -142,6 +151,30 @@ def compare(found, model):
             f'{first_few(extra)}'
         )
     return '; '.join(parts)
+
+
+def softmax_to_linear_hint(model, shapes, missing, extra, filename):
+    """The way to initialise a linear-attention student from a softmax
+    checkpoint, when that is what loading ``filename`` into ``model``
+    looks like: the model has a :class:`LinearVisionTransformer` and every
+    difference lies in the attention modules. Empty otherwise."""
+    from mmlvit.models.backbones.linear_vit import LinearVisionTransformer
+
+    names = [text.split(' ')[0] for text in shapes] + missing + extra
+    linear = any(
+        isinstance(module, LinearVisionTransformer)
+        for module in model.modules()
+    )
+    if not (linear and missing and all('.attn.' in k for k in names)):
+        return ''
+    return (
+        'The file looks like a softmax ViT checkpoint and the model is a '
+        'linear-attention student: copy the softmax weights into the '
+        "student with custom_hooks=[dict(type='SoftmaxToLinearInitHook', "
+        f"checkpoint='{filename}', setting='MLPCopy')] in the config, or "
+        f'offline with python tools/init_student.py CONFIG {filename} '
+        '--out student.pth and then load_from=student.pth.'
+    )
 
 
 def _resized_on_load(key, found, expected):
