@@ -20,7 +20,7 @@ from mmlvit.engine.dist import (
 )
 from mmlvit.engine.fsdp import check_sharded_checkpoint
 from mmlvit.engine.logs import read_config
-from mmlvit.engine.optim_wrapper import amp_summary
+from mmlvit.engine.mixed_precision import amp_summary
 from mmlvit.engine.runner import build_runner
 
 

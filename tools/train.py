@@ -22,7 +22,7 @@ from mmlvit.engine.dist import (
     init_cpu_distributed,
 )
 from mmlvit.engine.logs import read_config
-from mmlvit.engine.optim_wrapper import amp_summary, amp_type
+from mmlvit.engine.mixed_precision import amp_summary, amp_type
 from mmlvit.engine.runner import build_runner
 from mmlvit.engine.work_dir_lock import acquire_work_dir, is_rank_zero
 

@@ -25,7 +25,7 @@ from mmengine.runner import Runner
 from mmpretrain.registry import MODELS, OPTIM_WRAPPERS
 from mmpretrain.structures import DataSample
 
-from mmlvit.engine.optim_wrapper import amp_type
+from mmlvit.engine.mixed_precision import amp_type
 
 TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
 DISTILL = 'tests/data/configs/tiny_gla_distill_fmnist.py'
@@ -368,16 +368,19 @@ def test_all_processes_skip_the_same_updates(tmp_path, python, repo_root):
     assert 'Skipped the parameter update of iteration 2' in logs[0]
 
 
-def test_mmpretrain_amp_flag_still_builds(repo_root, monkeypatch):
+def test_mmpretrain_amp_flag_keeps_the_guard(
+    repo_root, fashion_mnist_root, tmp_path, monkeypatch
+):
     """mmpretrain's own train.py --amp (what `mim train mmpretrain` runs)
-    swaps in AmpOptimWrapper; the shipped configs still build with it (the
-    guard is then off)."""
+    swaps in 'AmpOptimWrapper': in mmpretrain's registry that is the
+    guarded mixed-precision wrapper, which also runs on the CPU; the update
+    of a batch with a NaN pixel is skipped."""
     import importlib.util
     import sys
 
     import mmpretrain
-    from mmengine.optim import AmpOptimWrapper, build_optim_wrapper
-    from mmengine.optim.optimizer import amp_optimizer_wrapper
+
+    from mmlvit.engine.optim_wrapper import SkipNonFiniteAmpOptimWrapper
 
     path = osp.join(
         osp.dirname(mmpretrain.__file__), '.mim', 'tools', 'train.py'
@@ -387,10 +390,17 @@ def test_mmpretrain_amp_flag_still_builds(repo_root, monkeypatch):
     spec.loader.exec_module(tool)
     monkeypatch.setattr(sys, 'argv', ['train.py', TINY, '--amp'])
     cfg = tool.merge_args(
-        Config.fromfile(osp.join(repo_root, TINY)), tool.parse_args()
+        tiny_cfg(repo_root, fashion_mnist_root, tmp_path, iters=3),
+        tool.parse_args(),
     )
-    monkeypatch.setattr(
-        amp_optimizer_wrapper, 'is_cuda_available', lambda: True
+    assert cfg.optim_wrapper.type == 'AmpOptimWrapper'
+    probe = BadBatches(nan_iters=(2,))
+    runner = Runner.from_cfg(cfg)
+    runner.register_hook(probe)
+    with warnings_logged() as texts:
+        runner.train()
+    assert isinstance(runner.optim_wrapper, SkipNonFiniteAmpOptimWrapper)
+    assert probe.weights_changed == {1: True, 2: False, 3: True}
+    assert any(t.startswith('Iteration 2: the loss is nan') for t in texts), (
+        texts
     )
-    built = build_optim_wrapper(build_model(repo_root), cfg.optim_wrapper)
-    assert type(built) is AmpOptimWrapper
