@@ -43,7 +43,7 @@ $(DATA): $(FMNIST) | $(STAMP)
 	$(PY) tools/data/prepare_fashion_mnist.py
 
 # Dense Fashion-MNIST (docs/dense_data.md): seconds, from the extracted set.
-$(DENSE_DATA): $(DATA) mmlvit/datasets/dense_fashion_mnist.py
+$(DENSE_DATA): $(DATA) $(wildcard mmlvit/reproduction/data/*.py)
 	$(PY) tools/data/prepare_dense_fashion_mnist.py
 
 # The flagship recipe at tiny scale on the Fashion-MNIST target (5k train

@@ -18,7 +18,7 @@ pytest.importorskip('mmseg')
 pytest.importorskip('mmdet')
 
 from mmlvit.checkpoint import load_checkpoint_file  # noqa: E402
-from mmlvit.datasets.dense_fashion_mnist import (  # noqa: E402
+from mmlvit.reproduction.data import (  # noqa: E402
     make_dense_fashion_mnist,
 )
 

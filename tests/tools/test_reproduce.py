@@ -2,12 +2,20 @@
 on a few hundred images: every artefact is produced and well-formed."""
 
 import csv
-import importlib
-import importlib.util
 import os.path as osp
 import subprocess
 
 import pytest
+
+from mmlvit.reproduction import records as engine_records
+from mmlvit.reproduction.classification import (
+    cli,
+    configs,
+    plots,
+    records,
+    report,
+    runner,
+)
 
 
 @pytest.fixture(scope='module')
@@ -112,7 +120,7 @@ def test_rows_and_plot(grid_run):
 
 def test_second_run_resumes_without_rerunning(grid_run):
     out, _, again = grid_run
-    assert '6 runs already in' in again
+    assert '6 of 6 runs already in' in again
     assert '0 to run' in again
     with open(out / 'grid.csv', newline='') as f:
         assert len(list(csv.DictReader(f))) == 6
@@ -153,34 +161,22 @@ def test_report_prints_markdown(grid_run, repo_root, python):
 # The tool's modules, in process (no training below this line).
 
 
-@pytest.fixture(scope='module')
-def tool(repo_root):
-    """reproduce.py loaded as a module (it puts tools/analysis on sys.path
-    for its ``reproduction`` package), with that package's modules."""
-    spec = importlib.util.spec_from_file_location(
-        'reproduce', osp.join(repo_root, 'tools/analysis/reproduce.py')
-    )
-    cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cli)
-    modules = {
-        name: importlib.import_module(f'reproduction.{name}')
-        for name in ('configs', 'records', 'report', 'plots', 'runner')
-    }
-    return dict(cli=cli, **modules)
-
-
 @pytest.fixture
 def keep_threads():
-    """main() sets torch's thread count; restore this process's."""
+    """main() changes to the repository and sets torch's thread count;
+    restore this process's."""
+    import os
+
     import torch
 
-    threads = torch.get_num_threads()
+    cwd, threads = os.getcwd(), torch.get_num_threads()
     yield
+    os.chdir(cwd)
     torch.set_num_threads(threads)
 
 
 @pytest.mark.usefixtures('keep_threads')
-def test_missing_teacher_is_an_error_not_a_new_teacher(tool, tmp_path):
+def test_missing_teacher_is_an_error_not_a_new_teacher(tmp_path):
     """A mistyped --teacher stops the tool, naming the path and the flag
     that trains one; nothing is trained or written."""
     typo = tmp_path / 'checkpionts' / 'teacher.pth'
@@ -190,7 +186,7 @@ def test_missing_teacher_is_an_error_not_a_new_teacher(tool, tmp_path):
     args += ['--train-indices', '8', '--test-indices', '8', '--epochs', '1']
     args += ['--settings', 'random', '--distill', 'off', '--threads', '1']
     with pytest.raises(SystemExit) as err:
-        tool['cli'].main([*args, '--out', str(tmp_path / 'grid.csv')])
+        cli.main([*args, '--out', str(tmp_path / 'grid.csv')])
     assert str(err.value) == (
         f'No teacher checkpoint at {typo}. Check the --teacher path, or pass '
         '--train-teacher to train a new teacher and save it there (about 13 '
@@ -200,7 +196,7 @@ def test_missing_teacher_is_an_error_not_a_new_teacher(tool, tmp_path):
 
 
 @pytest.mark.usefixtures('keep_threads')
-def test_shipped_teacher_is_used_without_training(tool, repo_root, capsys):
+def test_shipped_teacher_is_used_without_training(repo_root, capsys):
     """The default teacher (what `make demo` uses from a fresh clone) is
     the shipped file: found, not trained, its recorded accuracy printed."""
     from mmlvit.checkpoint import load_checkpoint_file
@@ -208,9 +204,11 @@ def test_shipped_teacher_is_used_without_training(tool, repo_root, capsys):
     shipped = osp.join(
         repo_root, 'checkpoints', 'vit-tiny-p4_softmax_fashion-mnist.pth'
     )
-    assert tool['configs'].DEFAULT_TEACHER == shipped
+    from mmlvit.reproduction.configs import DEFAULT_TEACHER
+
+    assert DEFAULT_TEACHER == shipped
     top1 = load_checkpoint_file(shipped)['meta']['fashion_mnist_test_top1']
-    assert tool['cli'].main(['--teacher-only']) == []
+    assert cli.main(['--teacher-only']) == []
     out = capsys.readouterr().out
     assert out == (
         f'Teacher: {shipped}: {top1:.2f}% on the Fashion-MNIST test split '
@@ -232,20 +230,21 @@ def _result(records, top1, seed=0, distill=False, epochs=10, **run):
     return records.RunResult(records.Run(**fields), top1, 1.0, 'cpu')
 
 
-def test_records_format_the_csv_columns(tool, tmp_path):
-    records = tool['records']
+def test_records_format_the_csv_columns(tmp_path):
+    """Booleans as 0 / 1, lambda '0' without distillation and a float's
+    text with it, two decimals of top-1, one of the wall time."""
     plain = _result(records, 80.284, seed=2)
     distilled = _result(records, 83.0, distill=True, lam=5)
     assert plain.run.name == 'fashion-mnist-5k_relu_mlpcopy_0_0_10_2'
     assert distilled.run.name == 'fashion-mnist-5k_relu_mlpcopy_1_5.0_10_0'
     row = plain.row()
-    assert ','.join(row[f] for f in records.FIELDS) == (
+    assert ','.join(row[f] for f in records.RunResult.columns()) == (
         'fashion-mnist-5k,relu,mlpcopy,0,0,10,2,80.28,1.0,cpu'
     )
     path = tmp_path / 'rows.csv'
     for result in (plain, distilled):
-        records.append_result(str(path), result)
-    back = records.read_results(str(path))
+        engine_records.append_result(str(path), result)
+    back = engine_records.read_results(str(path), records.RunResult)
     assert [r.run for r in back] == [plain.run, distilled.run]
     assert back[0].top1 == 80.28 and back[1].run.lam == 5.0
     assert path.read_bytes().startswith(
@@ -254,24 +253,8 @@ def test_records_format_the_csv_columns(tool, tmp_path):
     )
 
 
-@pytest.mark.parametrize(
-    'name', ['fashion_mnist', 'mnist5k', 'lambda', 'schedule']
-)
-def test_committed_csvs_round_trip_byte_for_byte(
-    tool, repo_root, tmp_path, name
-):
-    """Reading results/*.csv into records and writing them back gives the
-    same bytes, so resuming and reporting see the same rows."""
-    source = osp.join(repo_root, 'results', f'{name}.csv')
-    copy = tmp_path / f'{name}.csv'
-    for result in tool['records'].read_results(source):
-        tool['records'].append_result(str(copy), result)
-    with open(source, 'rb') as f:
-        assert copy.read_bytes() == f.read()
-
-
-def test_grid_is_seed_major_with_one_softmax_reference(tool):
-    runs = tool['runner'].grid(
+def test_grid_is_seed_major_with_one_softmax_reference():
+    runs = runner.grid(
         ['relu', 'gla'],
         ['random', 'mlpcopy+distill', 'softmax'],
         'off',
@@ -293,7 +276,7 @@ def test_grid_is_seed_major_with_one_softmax_reference(tool):
     assert runs[3].name == 'fashion-mnist-5k_softmax_softmax_0_0_10_0'
 
 
-def test_operator_choices_come_from_the_registry(tool):
+def test_operator_choices_come_from_the_registry():
     from mmlvit.models.attentions import registered_operators
 
     linear = {
@@ -302,18 +285,16 @@ def test_operator_choices_come_from_the_registry(tool):
         if cls.linear_cost and cls.short_name
     }
     assert {'elu', 'relu', 'inline', 'gla', 'mhla', 'ttt'} <= linear
-    assert set(tool['configs'].linear_operators()) == linear
+    assert set(configs.linear_operators()) == linear
     assert 'softmax' not in linear
-    assert tool['cli'].parse_args(['--operators', *linear]).operators
+    assert cli.parse_args(['--operators', *linear]).operators
     with pytest.raises(SystemExit):
-        tool['cli'].parse_args(['--operators', 'softmax'])
+        cli.parse_args(['--operators', 'softmax'])
     # The only per-operator option: GLA's chunk size at 50 tokens.
-    assert tool['configs'].operator_cfg('gla') == dict(
+    assert configs.operator_cfg('gla') == dict(
         type='GatedLinearAttention', chunk_size=16
     )
-    assert tool['configs'].operator_cfg('relu') == dict(
-        type='ReLULinearAttention'
-    )
+    assert configs.operator_cfg('relu') == dict(type='ReLULinearAttention')
 
 
 @pytest.fixture
@@ -337,15 +318,13 @@ def test_only_operator():
     MODELS._module_dict.pop('ReproduceToyAttention')
 
 
-def test_a_registered_operator_becomes_a_choice(tool, test_only_operator):
+def test_a_registered_operator_becomes_a_choice(test_only_operator):
     from mmpretrain.registry import MODELS
 
-    args = tool['cli'].parse_args(['--operators', 'reprotoy', 'gla'])
+    args = cli.parse_args(['--operators', 'reprotoy', 'gla'])
     assert args.operators == ['reprotoy', 'gla']
-    run = tool['records'].Run(
-        'mnist-5k', 'reprotoy', 'mlpcopy', False, 0.0, 10, 0
-    )
-    cfg = tool['configs'].run_config(run, '/teacher.pth', '/work')
+    run = records.Run('mnist-5k', 'reprotoy', 'mlpcopy', False, 0.0, 10, 0)
+    cfg = configs.run_config(run, '/teacher.pth', '/work')
     assert cfg.model.backbone.attn_cfg == dict(type='ReproduceToyAttention')
     backbone = MODELS.build(cfg.model.backbone)
     assert backbone.with_cls_token is False
@@ -353,14 +332,13 @@ def test_a_registered_operator_becomes_a_choice(tool, test_only_operator):
     assert backbone.pos_embed_type == 'sincos'
 
 
-def test_settings_come_from_transfer(tool):
+def test_settings_come_from_transfer():
     from mmlvit.transfer import SETTINGS
 
-    configs = tool['configs']
     assert list(configs.grid_settings()) == [
         s.short_name for s in SETTINGS.values()
     ]
-    choices = tool['cli'].setting_choices()
+    choices = cli.setting_choices()
     for name in ('random', 'attncopy', 'mlpcopy', 'fullcopy', 'softmax'):
         assert name in choices
     assert 'mlpcopy+distill' in choices and 'softmax+distill' not in choices
@@ -379,12 +357,12 @@ def test_settings_come_from_transfer(tool):
         ('softmax', 'softmax', False, ['FullCopy']),
     ],
 )
-def test_run_config_hooks(tool, operator, setting, distill, hooks):
+def test_run_config_hooks(operator, setting, distill, hooks):
     """Random copies nothing (no init hook); MHLA needs no clamp hook."""
-    run = tool['records'].Run(
+    run = records.Run(
         'fashion-mnist-5k', operator, setting, distill, 30.0, 3, 1
     )
-    cfg = tool['configs'].run_config(run, '/teacher.pth', '/work')
+    cfg = configs.run_config(run, '/teacher.pth', '/work')
     assert [h.type for h in cfg.custom_hooks] == [
         'SoftmaxToLinearInitHook'
     ] * len(hooks)
@@ -407,16 +385,16 @@ def _schedule_results(records):
     ]
 
 
-def test_summary_pools_seeds(tool):
-    results = _schedule_results(tool['records'])
-    table = tool['report'].summarise(results)
+def test_summary_pools_seeds():
+    results = _schedule_results(records)
+    table = report.summarise(results)
     assert len(table) == 4
     first = table[0]  # mlpcopy, no distillation, 10 epochs
     assert (first.distill, first.lam, first.epochs) == (False, 0.0, 10)
     assert first.mean == pytest.approx(71.5)  # mean of 71 and 72
     assert first.std == pytest.approx(0.7071, abs=1e-4)
     assert first.n == 2
-    assert tool['report'].sweep_axis(table) == 'epochs'
+    assert report.sweep_axis(table) == 'epochs'
 
 
 def _legend_clear_of_axes(fig):
@@ -427,10 +405,11 @@ def _legend_clear_of_axes(fig):
     return all(not box.overlaps(ax.get_window_extent()) for ax in fig.axes)
 
 
-def test_bar_plot_has_seed_error_bars_and_a_clear_legend(tool, tmp_path):
+def test_bar_plot_has_seed_error_bars_and_a_clear_legend(tmp_path):
     from matplotlib.container import ErrorbarContainer
 
-    records = tool['records']
+    from mmlvit.reproduction.figures import pyplot
+
     results = (
         [
             _result(
@@ -455,7 +434,7 @@ def test_bar_plot_has_seed_error_bars_and_a_clear_legend(tool, tmp_path):
             _result(records, 60, 0, dataset='mnist-5k', operator='relu')
         ]
     )
-    fig = tool['plots'].draw(results)
+    fig = plots.draw(results)
     fashion, mnist = fig.axes
     assert fashion.get_title() == 'fashion-mnist-5k'
     assert [t.get_text() for t in fashion.get_xticklabels()] == [
@@ -470,21 +449,23 @@ def test_bar_plot_has_seed_error_bars_and_a_clear_legend(tool, tmp_path):
     assert all(len(c.lines[2][0].get_segments()) == 4 for c in bars)
     assert not any(isinstance(c, ErrorbarContainer) for c in mnist.containers)
     assert _legend_clear_of_axes(fig)
-    tool['plots']._pyplot().close(fig)
-    tool['plots'].plot_results(results, tmp_path / 'grid.png')
+    pyplot().close(fig)
+    plots.plot_results(results, tmp_path / 'grid.png')
     assert (tmp_path / 'grid.png').stat().st_size > 10_000
 
 
-def test_sweep_plot(tool, tmp_path):
+def test_sweep_plot(tmp_path):
     """Results that vary epochs get top-1 against epochs, with error bars
     where there are seeds, the legend outside the axes."""
-    results = _schedule_results(tool['records'])
-    fig = tool['plots'].draw(results)
+    from mmlvit.reproduction.figures import pyplot
+
+    results = _schedule_results(records)
+    fig = plots.draw(results)
     (ax,) = fig.axes
     assert ax.get_xlabel() == 'epochs'
     assert len(ax.containers) == 2
     assert all(c.has_yerr for c in ax.containers)
     assert _legend_clear_of_axes(fig)
-    tool['plots']._pyplot().close(fig)
-    tool['plots'].plot_results(results, tmp_path / 'schedule.png')
+    pyplot().close(fig)
+    plots.plot_results(results, tmp_path / 'schedule.png')
     assert (tmp_path / 'schedule.png').stat().st_size > 10_000

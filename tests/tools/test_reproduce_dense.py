@@ -4,13 +4,21 @@ and plot; a second call resumes without rerunning; the run configs, the
 summary and the plot on synthetic results."""
 
 import csv
-import importlib
-import importlib.util
 import os
 import os.path as osp
 import subprocess
 
 import pytest
+
+from mmlvit.reproduction import records as engine_records
+from mmlvit.reproduction.dense import (
+    cli,
+    configs,
+    plots,
+    records,
+    report,
+    runner,
+)
 
 TINY = [
     '--tasks',
@@ -33,28 +41,6 @@ TINY = [
     '--threads',
     '1',
 ]
-
-
-@pytest.fixture(scope='module')
-def tool(repo_root):
-    """reproduce_dense.py loaded as a module, with its package modules."""
-    spec = importlib.util.spec_from_file_location(
-        'reproduce_dense',
-        osp.join(repo_root, 'tools/analysis/reproduce_dense.py'),
-    )
-    cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cli)
-    modules = {
-        name: importlib.import_module(f'reproduction.{name}')
-        for name in (
-            'dense_configs',
-            'dense_records',
-            'dense_report',
-            'dense_plots',
-            'dense_runner',
-        )
-    }
-    return dict(cli=cli, **modules)
 
 
 @pytest.fixture(scope='module')
@@ -136,9 +122,7 @@ def keep_cwd_and_threads():
 
 
 @pytest.mark.usefixtures('keep_cwd_and_threads')
-def test_second_call_resumes_without_rerunning(
-    tiny_grid, tool, monkeypatch, capsys
-):
+def test_second_call_resumes_without_rerunning(tiny_grid, monkeypatch, capsys):
     """The same command again finds both runs in the CSV: nothing trains,
     the CSV is unchanged, the tables and plot are written again."""
     out, paths, _ = tiny_grid
@@ -148,8 +132,8 @@ def test_second_call_resumes_without_rerunning(
     def fail(*args):
         raise AssertionError(f'trained again: {args[0]}')
 
-    monkeypatch.setattr(tool['dense_runner'], 'train_and_test', fail)
-    results = tool['cli'].main([*TINY, *paths])
+    monkeypatch.setattr(runner, 'train_and_test', fail)
+    results = cli.main([*TINY, *paths])
     assert [r.run.setting for r in results] == ['random', 'mlpcopy+distill']
     log = capsys.readouterr().out
     assert '2 of 2 runs already in' in log and '0 to run' in log
@@ -158,16 +142,15 @@ def test_second_call_resumes_without_rerunning(
 
 
 @pytest.mark.usefixtures('keep_cwd_and_threads')
-def test_only_the_missing_runs_are_trained(tool, tmp_path, monkeypatch):
+def test_only_the_missing_runs_are_trained(tmp_path, monkeypatch):
     """With some of the grid in the CSV, only the other runs train, seed
     by seed; their rows are appended after the kept ones."""
-    records, runner = tool['dense_records'], tool['dense_runner']
     kept = runner.dense_grid(
         ['det', 'seg'], ['random'], [0], 64, 16, dict(det=1, seg=1)
     )
     out = tmp_path / 'grid.csv'
     for run in kept:
-        records.append_dense_result(str(out), _result(records, run, 10.0))
+        engine_records.append_result(str(out), _result(records, run, 10.0))
     trained = []
 
     def fake(run, data_root, work_root):
@@ -175,10 +158,10 @@ def test_only_the_missing_runs_are_trained(tool, tmp_path, monkeypatch):
         return _result(records, run, 20.0)
 
     monkeypatch.setattr(runner, 'train_and_test', fake)
-    monkeypatch.setattr(tool['cli'], 'ensure_data', lambda *a: None)
+    monkeypatch.setattr(cli, 'ensure_data', lambda *a: None)
     grid = ['--tasks', 'det', 'seg', '--settings', 'random', 'softmax']
     grid += ['--seeds', '0', '1', '--epochs', '1', '--train-images', '16']
-    tool['cli'].main([*grid, '--out', str(out), '--jobs', '1'])
+    cli.main([*grid, '--out', str(out), '--jobs', '1'])
     assert [(r.task, r.setting, r.seed) for r in trained] == [
         ('det', 'softmax', 0),
         ('seg', 'softmax', 0),
@@ -234,13 +217,12 @@ def _synthetic(records):
     return results
 
 
-def test_csv_round_trip(tool, tmp_path):
-    records = tool['dense_records']
+def test_csv_round_trip(tmp_path):
     results = _synthetic(records)[:5] + _synthetic(records)[-2:]
     path = str(tmp_path / 'r.csv')
     for r in results:
-        records.append_dense_result(path, r)
-    assert records.read_dense_results(path) == results
+        engine_records.append_result(path, r)
+    assert engine_records.read_results(path, records.DenseResult) == results
     header = open(path).readline().strip()
     assert header == (
         'task,setting,canvas,train_images,epochs,seed,iters,mIoU,bbox_mAP,'
@@ -250,9 +232,9 @@ def test_csv_round_trip(tool, tmp_path):
     assert results[3].run.name == 'seg_mlpcopy-distill_64_480_5_0'
 
 
-def test_tables_give_mean_std_gain_and_gap(tool):
-    results = _synthetic(tool['dense_records'])
-    text = tool['dense_report'].markdown(results)
+def test_tables_give_mean_std_gain_and_gap():
+    results = _synthetic(records)
+    text = report.markdown(results)
     lines = text.splitlines()
     assert lines[0] == (
         '| metric | Random | MLPCopy + distill | FullCopy + distill | '
@@ -277,8 +259,7 @@ def test_tables_give_mean_std_gain_and_gap(tool):
     assert '| box AP (Mask R-CNN) | softmax | +20.00 | +20.0 | - |' in lines
 
 
-def test_no_gap_share_when_softmax_is_within_noise_of_random(tool):
-    report = tool['dense_report']
+def test_no_gap_share_when_softmax_is_within_noise_of_random():
 
     def cell(mean, std):
         return report.MetricSummary(None, 'mIoU', mean, std, 3)
@@ -293,20 +274,19 @@ def test_no_gap_share_when_softmax_is_within_noise_of_random(tool):
     assert closed == pytest.approx(23.2)
 
 
-def test_one_schedule_per_table(tool):
-    records = tool['dense_records']
+def test_one_schedule_per_table():
     results = _synthetic(records)
     run = results[0].run
     results.append(_result(records, run, 1.0, epochs=run.epochs + 1))
     with pytest.raises(ValueError, match='keep one schedule per CSV'):
-        tool['dense_report'].markdown(results)
+        report.markdown(results)
 
 
-def test_plot_has_a_panel_per_metric_error_bars_and_softmax_dashed(tool):
+def test_plot_has_a_panel_per_metric_error_bars_and_softmax_dashed():
     from matplotlib.container import BarContainer
 
-    results = _synthetic(tool['dense_records'])
-    fig = tool['dense_plots'].draw_dense(results)
+    results = _synthetic(records)
+    fig = plots.draw_dense(results)
     axes = fig.axes
     assert [ax.get_title() for ax in axes] == [
         'mIoU (UperNet)',
@@ -330,14 +310,13 @@ def test_plot_has_a_panel_per_metric_error_bars_and_softmax_dashed(tool):
 @pytest.mark.parametrize(
     'setting', ['random', 'mlpcopy+distill', 'fullcopy+distill', 'softmax']
 )
-def test_run_config(tool, repo_root, task, setting):
+def test_run_config(repo_root, task, setting):
     """The ready-made config with the data, size and short schedule
     swapped in, no validation (one final test) and the model and
     optimiser untouched."""
     from mmengine.config import Config
 
-    configs = tool['dense_configs']
-    run = tool['dense_records'].DenseRun(task, setting, 64, 480, 5, 2)
+    run = records.DenseRun(task, setting, 64, 480, 5, 2)
     cfg = configs.dense_run_config(run, '/d/x', '/w/run')
     ready = Config.fromfile(configs.config_path(task, setting))
     assert cfg.optim_wrapper == ready.optim_wrapper
@@ -373,15 +352,15 @@ def test_run_config(tool, repo_root, task, setting):
         assert model.data_preprocessor.size == (64, 64)
 
 
-def test_final_metrics_are_percent(tool):
-    final = tool['dense_configs'].final_metrics
+def test_final_metrics_are_percent():
+    final = configs.final_metrics
     assert final('seg', {'mIoU': 41.5, 'aAcc': 90.0}) == {'mIoU': 41.5}
     det = final('det', {'coco/bbox_mAP': 0.123, 'coco/segm_mAP': 0.2})
     assert det == pytest.approx({'bbox_mAP': 12.3, 'segm_mAP': 20.0})
 
 
-def test_epochs_per_task(tool):
-    parse = tool['cli'].parse_args
+def test_epochs_per_task():
+    parse = cli.parse_args
     assert parse([]).epochs == {'seg': 8, 'det': 3}
     assert parse(['--epochs', '2']).epochs == {'seg': 2, 'det': 2}
     both = parse(['--epochs', 'det=5', 'seg=7'])
@@ -390,7 +369,21 @@ def test_epochs_per_task(tool):
     for bad in (['--epochs', 'seg=4'], ['--epochs', 'seg=x', 'det=1']):
         with pytest.raises(SystemExit):
             parse(bad)
-    runs = tool['dense_runner'].dense_grid(
+    runs = runner.dense_grid(
         ['seg', 'det'], ['random'], [0], 64, 400, both.epochs
     )
     assert [(r.task, r.epochs) for r in runs] == [('seg', 7), ('det', 5)]
+
+
+def test_settings_are_transfer_settings_with_ready_made_configs():
+    """Every dense setting is an mmlvit.transfer short name (or softmax),
+    with or without +distill, and names a config of each task."""
+    from mmlvit.reproduction.configs import grid_settings, split_setting
+
+    for entry in configs.DENSE_SETTINGS:
+        name, _ = split_setting(entry)
+        assert name == 'softmax' or name in grid_settings()
+        for task in configs.TASKS:
+            assert osp.isfile(configs.config_path(task, entry))
+    with pytest.raises(ValueError, match="'attncopy'"):
+        configs.config_path('seg', 'attncopy')

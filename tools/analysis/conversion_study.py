@@ -30,27 +30,21 @@ Example:
 """
 
 import argparse
-import csv
-import multiprocessing
-import os
 import os.path as osp
 import statistics
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-
-from reproduction.configs import (  # noqa: E402
+from mmlvit.reproduction.classification.configs import limit_data, run_config
+from mmlvit.reproduction.classification.records import Run
+from mmlvit.reproduction.configs import (
     DEFAULT_TEACHER,
+    DISTILL_WEIGHT,
     SOFTMAX,
-    limit_data,
-    run_config,
 )
-from reproduction.records import Run  # noqa: E402
-from reproduction.runner import run_one  # noqa: E402
+from mmlvit.reproduction.records import append_row, read_rows
+from mmlvit.reproduction.runner import in_workers, train_then_test
 
 VARIANTS = (
     'linear',
@@ -73,7 +67,7 @@ FIELDS = (
     'top1',
     'wall_s',
 )
-DATASET, LAMBDA, EPOCHS = 'fashion-mnist-5k', 50.0, 10
+DATASET, EPOCHS = 'fashion-mnist-5k', 10
 
 
 def parse_args(argv=None):
@@ -109,20 +103,23 @@ def parse_args(argv=None):
 
 
 def train_variant(
-    variant, operator, seed, k, warmup_iters, teacher, root, epochs, data, opt
+    todo, operator, k, warmup_iters, teacher, root, epochs, data, opt
 ):
-    """Train and test one run; returns its CSV row. ``data`` is
-    (train_indices, test_indices) (None: all), ``opt`` (fresh-lr multiplier,
-    freeze iterations)."""
+    """Train and test one run, ``todo`` = (variant, seed); returns its CSV
+    row. ``data`` is (train_indices, test_indices) (None: all), ``opt``
+    (fresh-lr multiplier, freeze iterations)."""
     from mmlvit.diagnostics.hybrid import hybrid_overrides, measure_blocks
 
+    variant, seed = todo
     torch.set_num_threads(1)
     name = f'{variant}_{operator}_k{k}_seed{seed}'
     work_dir = osp.join(root, name)
     if variant == SOFTMAX:
         run = Run(DATASET, SOFTMAX, SOFTMAX, False, 0.0, epochs, seed)
     else:
-        run = Run(DATASET, operator, 'mlpcopy', True, LAMBDA, epochs, seed)
+        run = Run(
+            DATASET, operator, 'mlpcopy', True, DISTILL_WEIGHT, epochs, seed
+        )
     cfg = run_config(run, teacher, work_dir)
     limit_data(cfg, *data)
     depth = (
@@ -163,8 +160,7 @@ def train_variant(
             )
     if variant == 'all-lr':
         cfg.optim_wrapper.optimizer.lr *= opt[0]
-    started = time.time()
-    top1 = run_one(cfg)
+    _, metrics, train_s, test_s = train_then_test(cfg)
     return dict(
         variant=variant,
         operator=operator if variant != SOFTMAX else SOFTMAX,
@@ -172,26 +168,9 @@ def train_variant(
         seed=seed,
         softmax_blocks=' '.join(map(str, blocks)),
         block_errors=errors,
-        top1=f'{top1:.2f}',
-        wall_s=f'{time.time() - started:.1f}',
+        top1=f'{float(metrics["accuracy/top1"]):.2f}',
+        wall_s=f'{train_s + test_s:.1f}',
     )
-
-
-def read_rows(path):
-    if not osp.isfile(path):
-        return []
-    with open(path, newline='') as file:
-        return list(csv.DictReader(file))
-
-
-def append_row(path, row):
-    new = not osp.isfile(path)
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    with open(path, 'a', newline='') as file:
-        writer = csv.DictWriter(file, FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
 
 
 def summary(rows):
@@ -223,29 +202,27 @@ def main(argv=None):
         if (variant, str(seed)) not in done
     ]
     print(f'{len(todo)} runs to train ({len(done)} already in {args.out}).')
-    common = (args.keep_softmax, args.warmup_iters, args.teacher)
-    data = (args.train_indices, args.test_indices)
+    context = (
+        args.operator,
+        args.keep_softmax,
+        args.warmup_iters,
+        args.teacher,
+        args.work_root,
+        args.epochs,
+        (args.train_indices, args.test_indices),
+        (args.fresh_lr_mult, args.freeze_iters),
+    )
     started = time.time()
-    spawn = multiprocessing.get_context('spawn')
-    with ProcessPoolExecutor(args.jobs, mp_context=spawn) as pool:
-        futures = [
-            pool.submit(
-                train_variant,
-                *(v, args.operator, s, *common, args.work_root),
-                *(args.epochs, data, (args.fresh_lr_mult, args.freeze_iters)),
-            )
-            for v, s in todo
-        ]
-        for n, future in enumerate(as_completed(futures)):
-            row = future.result()
-            append_row(args.out, row)
-            eta = (time.time() - started) / (n + 1) * (len(todo) - n - 1)
-            print(
-                f'[{n + 1}/{len(todo)}] {row["variant"]} seed {row["seed"]}: '
-                f'top-1 {row["top1"]}% (softmax blocks: '
-                f'{row["softmax_blocks"] or "none"}); ETA {eta / 60:.1f} min',
-                flush=True,
-            )
+    done = in_workers(train_variant, todo, context, args.jobs)
+    for n, (_, row) in enumerate(done):
+        append_row(args.out, row, FIELDS)
+        eta = (time.time() - started) / (n + 1) * (len(todo) - n - 1)
+        print(
+            f'[{n + 1}/{len(todo)}] {row["variant"]} seed {row["seed"]}: '
+            f'top-1 {row["top1"]}% (softmax blocks: '
+            f'{row["softmax_blocks"] or "none"}); ETA {eta / 60:.1f} min',
+            flush=True,
+        )
     print('\n'.join(summary(read_rows(args.out))))
 
 

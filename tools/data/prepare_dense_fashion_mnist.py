@@ -13,13 +13,11 @@ rebuilds it. The same arguments always give byte-identical files.
 """
 
 import argparse
-import os.path as osp
 import sys
-import time
 
-from mmlvit.datasets.dense_fashion_mnist import (
-    is_complete,
-    make_dense_fashion_mnist,
+from mmlvit.reproduction.data import (
+    add_layout_options,
+    prepare_dense_fashion_mnist,
 )
 
 
@@ -62,71 +60,13 @@ def parse_args(argv=None):
         help='seed of the layout; the same arguments give the same files '
         '(default: %(default)s)',
     )
-    parser.add_argument(
-        '--items',
-        type=int,
-        nargs=2,
-        default=[2, 5],
-        metavar=('MIN', 'MAX'),
-        help='fewest and most items drawn per canvas (default: 2 5)',
-    )
-    parser.add_argument(
-        '--scale',
-        type=float,
-        nargs=2,
-        default=[1.0, 2.5],
-        metavar=('MIN', 'MAX'),
-        help='range of the scale factor of the 28 px items (default: 1.0 2.5)',
-    )
+    add_layout_options(parser)
     return parser.parse_args(argv)
-
-
-def prepare(
-    src,
-    out,
-    num_train,
-    num_test,
-    canvas,
-    seed,
-    items=(2, 5),
-    scale=(1.0, 2.5),
-):
-    """Build the set in ``out`` unless it is already complete; return
-    whether it was built. ``items`` and ``scale`` are the (min, max) ranges
-    of ``make_dense_fashion_mnist``."""
-    settings = dict(
-        num_train=num_train,
-        num_test=num_test,
-        canvas=canvas,
-        seed=seed,
-        items=tuple(items),
-        scale=tuple(scale),
-    )
-    if is_complete(out, **settings):
-        print(f'Dense Fashion-MNIST already complete in {out} ({settings})')
-        return False
-    if not osp.isfile(osp.join(src, 't10k-labels-idx1-ubyte')):
-        raise FileNotFoundError(
-            f'Fashion-MNIST is not extracted in {src}: run '
-            'python tools/data/prepare_fashion_mnist.py (or make setup), '
-            'or pass --src.'
-        )
-    start = time.perf_counter()
-    meta = make_dense_fashion_mnist(src, out, **settings)
-    seconds = time.perf_counter() - start
-    for split, count in meta['splits'].items():
-        print(
-            f'{split}: {count["images"]} canvases of {canvas}x{canvas} px, '
-            f'{count["instances"]} instances -> {out}/images/{split}, '
-            f'{out}/masks/{split}, {out}/annotations/instances_{split}.json'
-        )
-    print(f'Dense Fashion-MNIST written to {out} in {seconds:.1f} s')
-    return True
 
 
 def main(argv=None):
     args = parse_args(argv)
-    prepare(
+    prepare_dense_fashion_mnist(
         args.src,
         args.out,
         args.num_train,

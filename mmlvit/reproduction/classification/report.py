@@ -1,14 +1,13 @@
-"""The summary of a grid's results over seeds and its text tables: the
-plain table printed after a grid and the Markdown of ``--report`` (a
-settings matrix in the layout of the paper's Tables 2-3, or one line per
-configuration for a lambda / epochs sweep)."""
+"""The summary of a classification grid's results over seeds and its text
+tables: the plain table printed after a grid and the Markdown of
+``--report`` (a settings matrix in the layout of the paper's Tables 2-3, or
+one line per configuration for a lambda / epochs sweep)."""
 
 from collections import defaultdict
 from dataclasses import astuple, dataclass
 
-import torch
-
-from .configs import SOFTMAX, grid_settings
+from ..configs import SOFTMAX, grid_settings
+from ..summary import cell, mean_std
 from .records import Configuration
 
 
@@ -22,7 +21,7 @@ class Summary(Configuration):
     n: int
 
 
-def summarise(results):
+def summarise(results) -> list:
     """One :class:`Summary` per run configuration (seeds pooled), sorted by
     dataset, operator, setting, distillation, lambda and epochs."""
     groups = defaultdict(list)
@@ -32,30 +31,6 @@ def summarise(results):
     for config, values in sorted(groups.items(), key=lambda i: astuple(i[0])):
         table.append(Summary(*astuple(config), *mean_std(values), len(values)))
     return table
-
-
-def mean_std(values):
-    """Mean and sample std (0 for one value) of ``values``, in float32 as
-    the committed tables were computed."""
-    t = torch.tensor(values, dtype=torch.float32)
-    std = t.std().item() if len(values) > 1 else 0.0
-    return t.mean().item(), std
-
-
-def teacher_line(path):
-    """One line naming the teacher checkpoint and the Fashion-MNIST test
-    top-1 recorded in it when it was trained (or saying there is none)."""
-    from mmlvit.checkpoint import load_checkpoint_file
-
-    meta = load_checkpoint_file(path).get('meta') or {}
-    top1 = meta.get('fashion_mnist_test_top1')
-    recorded = (
-        f'{top1:.2f}% on the Fashion-MNIST test split (recorded when it '
-        'was trained)'
-        if top1 is not None
-        else 'no recorded accuracy'
-    )
-    return f'Teacher: {path}: {recorded}'
 
 
 def sweep_axis(table):
@@ -68,7 +43,7 @@ def sweep_axis(table):
     return None
 
 
-def print_table(results):
+def print_table(results) -> None:
     print(
         f'{"dataset":18} {"operator":9} {"setting":9} {"distill":7} '
         f'{"lambda":>6} {"epochs":>6} {"top1 mean":>9} {"std":>5} {"n":>2}'
@@ -81,19 +56,11 @@ def print_table(results):
         )
 
 
-def _cell(s):
-    return (
-        f'{s.mean:.2f} +- {s.std:.2f} ({s.n})'
-        if s.n > 1
-        else f'{s.mean:.2f} (1)'
-    )
-
-
 def _with(distill):
     return 'w/' if distill else 'w/o'
 
 
-def print_markdown(results):
+def print_markdown(results) -> None:
     """The summary as Markdown: top-1 mean +- std (seeds). A settings grid
     (one lambda, one schedule) is a matrix with a row per dataset, operator
     and distillation and a column per setting; a sweep is one line per
@@ -108,7 +75,7 @@ def print_markdown(results):
         for s in table:
             print(
                 f'| {s.dataset} | {s.operator} | {s.setting} | '
-                f'{_with(s.distill)} | {s.lam:g} | {s.epochs} | {_cell(s)} |'
+                f'{_with(s.distill)} | {s.lam:g} | {s.epochs} | {cell(s)} |'
             )
         return
     known = grid_settings()
@@ -129,7 +96,7 @@ def print_markdown(results):
     )
     for dataset, operator, distill in lines:
         values = [
-            _cell(cells[key]) if key in cells else '-'
+            cell(cells[key]) if key in cells else '-'
             for key in ((dataset, operator, k, distill) for k in settings)
         ]
         print(
@@ -141,6 +108,6 @@ def print_markdown(results):
         if setting == SOFTMAX:
             print(
                 f'| {dataset} | softmax (fine-tuned reference) | w/o | '
-                + _cell(s)
+                + cell(s)
                 + ' |' * len(settings)
             )

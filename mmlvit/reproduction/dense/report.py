@@ -7,18 +7,12 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .dense_configs import SETTINGS
-from .dense_records import TASK_METRICS
-from .report import mean_std
+from ..configs import SOFTMAX, setting_title
+from ..summary import cell, mean_std
+from .configs import DENSE_SETTINGS
+from .records import TASK_METRICS
 
 RANDOM = 'random'
-SOFTMAX = 'softmax'
-SETTING_NAMES = {
-    'random': 'Random',
-    'mlpcopy+distill': 'MLPCopy + distill',
-    'fullcopy+distill': 'FullCopy + distill',
-    'softmax': 'softmax',
-}
 METRIC_NAMES = {
     'mIoU': 'mIoU (UperNet)',
     'bbox_mAP': 'box AP (Mask R-CNN)',
@@ -30,7 +24,7 @@ METRIC_NAMES = {
 class MetricSummary:
     """One metric of one configuration over its seeds: ``mean``, ``std``
     (0 with one seed) and the seed count ``n``; ``config`` is the
-    :class:`~.dense_records.DenseConfiguration`."""
+    :class:`~.records.DenseConfiguration`."""
 
     config: object
     metric: str
@@ -41,7 +35,8 @@ class MetricSummary:
 
 def summarise_dense(results):
     """{(task, metric): {setting: MetricSummary}}, seeds pooled, in the
-    order of the tasks' metrics and of :data:`SETTINGS`.
+    order of the tasks' metrics and of
+    :data:`~.configs.DENSE_SETTINGS`.
 
     Raises:
         ValueError: The results mix schedules or data sizes for one task
@@ -55,7 +50,7 @@ def summarise_dense(results):
     for task, metrics in TASK_METRICS.items():
         for metric in metrics:
             cells = {}
-            for setting in SETTINGS:
+            for setting in DENSE_SETTINGS:
                 own = [
                     (config, values)
                     for (config, m), values in groups.items()
@@ -96,28 +91,20 @@ def gap_closed(cell, random, softmax):
     return 100.0 * (cell.mean - random.mean) / span
 
 
-def _cell(s):
-    return (
-        f'{s.mean:.2f} +- {s.std:.2f} ({s.n})'
-        if s.n > 1
-        else f'{s.mean:.2f} (1)'
-    )
-
-
 def markdown(results):
     """The two Markdown tables, as one string: per metric, the settings'
     mean +- std (seeds); then per metric and linear setting, the gain over
     Random and the share of the Random-to-softmax gap closed."""
     table = summarise_dense(results)
     settings = [
-        k for k in SETTINGS if any(k in cells for cells in table.values())
+        k for k in DENSE_SETTINGS if any(k in c for c in table.values())
     ]
     lines = [
-        '| metric | ' + ' | '.join(SETTING_NAMES[k] for k in settings) + ' |',
+        '| metric | ' + ' | '.join(setting_title(k) for k in settings) + ' |',
         '| --- |' + ' --- |' * len(settings),
     ]
     for (_, metric), cells in table.items():
-        values = [_cell(cells[k]) if k in cells else '-' for k in settings]
+        values = [cell(cells[k]) if k in cells else '-' for k in settings]
         name = METRIC_NAMES[metric]
         lines.append(f'| {name} | ' + ' | '.join(values) + ' |')
     lines += [
@@ -130,17 +117,17 @@ def markdown(results):
         random = cells.get(RANDOM)
         if random is None:
             continue
-        for setting, cell in cells.items():
+        for setting, summary in cells.items():
             if setting == RANDOM:
                 continue
-            delta, ratio = gain(cell, random)
+            delta, ratio = gain(summary, random)
             closed = (
-                gap_closed(cell, random, cells[SOFTMAX])
+                gap_closed(summary, random, cells[SOFTMAX])
                 if SOFTMAX in cells and setting != SOFTMAX
                 else None
             )
             lines.append(
-                f'| {METRIC_NAMES[metric]} | {SETTING_NAMES[setting]} | '
+                f'| {METRIC_NAMES[metric]} | {setting_title(setting)} | '
                 f'{delta:+.2f} | '
                 + ('-' if ratio is None else f'{ratio:+.1f}')
                 + ' | '

@@ -1,5 +1,5 @@
-"""What a grid may name (operators from the registry, settings from
-``mmlvit.transfer``) and the mmengine config of one run.
+"""What a classification grid may name (operators from the registry,
+settings from ``mmlvit.transfer``) and the mmengine config of one run.
 
 Students are the tiny ViT's shapes with a linear operator, built from the
 configs under ``configs/fashion_mnist`` and ``configs/_base_``
@@ -10,13 +10,10 @@ import os.path as osp
 
 from mmengine.config import Config
 
-import mmlvit  # noqa: F401  (registers the modules)
 from mmlvit.models.attentions import registered_operators
-from mmlvit.transfer import SETTINGS
 
-ROOT = osp.dirname(
-    osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-)
+from ..configs import ROOT, SOFTMAX, evaluate_once_at_end, grid_settings
+
 CONFIGS = osp.join(ROOT, 'configs', 'fashion_mnist')
 TEACHER_CONFIG = osp.join(CONFIGS, 'vit-tiny-p4_softmax_fashion-mnist.py')
 STUDENT_CONFIG = osp.join(
@@ -24,9 +21,6 @@ STUDENT_CONFIG = osp.join(
 )
 DISTILL_CONFIG = osp.join(
     CONFIGS, 'vit-tiny-p4_gla_copy-distill_fashion-mnist-5k.py'
-)
-DEFAULT_TEACHER = osp.join(
-    ROOT, 'checkpoints', 'vit-tiny-p4_softmax_fashion-mnist.pth'
 )
 TARGETS = {
     'fashion-mnist-5k': osp.join(
@@ -42,13 +36,12 @@ PERFORMANCE_OVERRIDES = {
     'GatedLinearAttention': dict(chunk_size=16),
 }
 
-# The setting name of the softmax reference: the teacher fine-tuned on the
-# target, initialised from the teacher with everything but the head.
-SOFTMAX = 'softmax'
+# The softmax reference starts from the teacher with everything but the
+# head.
 SOFTMAX_INIT = 'FullCopy'
 
 
-def linear_operators():
+def linear_operators() -> dict:
     """Short name -> registry name of every registered operator whose cost
     is linear in the token count (what a grid's students may use).
 
@@ -68,20 +61,14 @@ def linear_operators():
     return dict(sorted(names.items()))
 
 
-def operator_cfg(short_name):
+def operator_cfg(short_name: str) -> dict:
     """The ``attn_cfg`` of an operator: its registry type plus the tool's
     performance overrides."""
     name = linear_operators()[short_name]
     return dict(type=name, **PERFORMANCE_OVERRIDES.get(name, {}))
 
 
-def grid_settings():
-    """Short name -> :class:`mmlvit.transfer.Setting`, in the order of
-    ``mmlvit.transfer.SETTINGS`` (the tables' and plots' column order)."""
-    return {s.short_name: s for s in SETTINGS.values()}
-
-
-def init_setting(setting):
+def init_setting(setting: str):
     """The ``SoftmaxToLinearInitHook`` setting of a run's setting (short
     name or ``'softmax'``), or None when it initialises nothing (Random:
     the run gets no init hook)."""
@@ -91,16 +78,13 @@ def init_setting(setting):
     return s.name if s.components or s.analytical else None
 
 
-def run_config(run, teacher, work_dir):
+def run_config(run, teacher: str, work_dir: str) -> Config:
     """The mmengine config of one run.
 
     Args:
         run (records.Run): The run.
         teacher (str): Softmax teacher checkpoint (init and distillation).
         work_dir (str): The run's work directory.
-
-    Returns:
-        mmengine.Config
     """
     if run.setting == SOFTMAX:
         cfg = Config.fromfile(TEACHER_CONFIG)
@@ -142,54 +126,18 @@ def run_config(run, teacher, work_dir):
             )
         )
     cfg.custom_hooks = hooks
-    cfg.train_cfg = dict(
-        by_epoch=True, max_epochs=run.epochs, val_interval=run.epochs
-    )
-    cfg.param_scheduler = schedule(run.epochs)
-    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
-    cfg.default_hooks.checkpoint = dict(type='SafeCheckpointHook', interval=-1)
-    cfg.default_hooks.logger = dict(type='LoggerHook', interval=20)
-    cfg.randomness = dict(seed=run.seed)
-    cfg.work_dir = work_dir
-    for loader in ('train_dataloader', 'test_dataloader'):
-        cfg[loader].num_workers = 0
-        cfg[loader].persistent_workers = False
+    evaluate_once_at_end(cfg, run.epochs, run.seed, work_dir, 20)
     return cfg
 
 
-def schedule(epochs):
-    """One linear warm-up epoch (none in a 1-epoch run), then cosine
-    annealing to the last epoch."""
-    warmup = min(1, epochs - 1)
-    steps = [
-        dict(
-            type='LinearLR',
-            start_factor=1e-3,
-            by_epoch=True,
-            begin=0,
-            end=warmup,
-            convert_to_iter_based=True,
-        ),
-        dict(
-            type='CosineAnnealingLR',
-            eta_min=1e-6,
-            by_epoch=True,
-            begin=warmup,
-            end=epochs,
-            convert_to_iter_based=True,
-        ),
-    ]
-    return steps if warmup else steps[1:]
-
-
-def teacher_config(work_dir):
+def teacher_config(work_dir: str) -> Config:
     """The config that trains the teacher (Fashion-MNIST, 60k images)."""
     cfg = Config.fromfile(TEACHER_CONFIG)
     cfg.work_dir = work_dir
     return cfg
 
 
-def limit_data(cfg, train_indices=None, test_indices=None):
+def limit_data(cfg, train_indices=None, test_indices=None) -> None:
     """Use only the first images of the splits (quick checks)."""
     if train_indices:
         cfg.train_dataloader.dataset.indices = train_indices

@@ -1,24 +1,25 @@
-"""The grid's plots, written next to its CSV: bars in the style of Fig. 4
-of Qin et al. (arXiv:2609.35745; docs/reproduction.md) for a settings grid,
-or top-1 against lambda / epochs for a sweep. Error bars are the std over
-seeds wherever a configuration has more than one seed; legends sit outside
-the axes."""
+"""The classification grid's plots, written next to its CSV: bars in the
+style of Fig. 4 of Qin et al. (arXiv:2609.35745; docs/reproduction.md) for
+a settings grid, or top-1 against lambda / epochs for a sweep. Error bars
+are the std over seeds wherever a configuration has more than one seed;
+legends sit outside the axes."""
 
 from collections import defaultdict
 
-from .configs import SOFTMAX, grid_settings
+from ..configs import SOFTMAX, grid_settings
+from ..figures import (
+    STD_LABEL,
+    legend_right,
+    panel_row,
+    pyplot,
+    save_figure,
+    seed_error_bars,
+    softmax_reference,
+)
 from .report import summarise, sweep_axis
 
-STD_LABEL = 'std over seeds'
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-
-    return plt
+# The error bars at the tops of the bars.
+BAR_STYLE = dict(elinewidth=1, capsize=2)
 
 
 def _seed_std(summaries):
@@ -32,9 +33,7 @@ def _seed_std(summaries):
 def plot_results(results, path):
     """Write the sweep plot when the results vary epochs or lambda, else the
     Fig.-4-style bars, to ``path``."""
-    fig = draw(results)
-    fig.savefig(path, dpi=120)
-    _pyplot().close(fig)
+    save_figure(draw(results), path)
 
 
 def draw(results):
@@ -46,7 +45,7 @@ def draw(results):
 def draw_sweep(results, axis):
     """Top-1 (mean +- std over seeds) against ``axis`` ('epochs' or
     'lambda'), one line per dataset, operator, setting and distillation."""
-    plt = _pyplot()
+    plt = pyplot()
     lines = defaultdict(list)
     for s in summarise(results):
         label = f'{s.dataset} {s.operator} {s.setting}' + (
@@ -97,22 +96,6 @@ def _bars(entries, operator, settings, width, offset):
     return bars
 
 
-def _error_bars(ax, xs, summaries):
-    """Std over seeds at the tops of the bars with more than one seed."""
-    points = [(x, s) for x, s in zip(xs, summaries) if s and s.n > 1]
-    if points:
-        ax.errorbar(
-            [x for x, _ in points],
-            [s.mean for _, s in points],
-            yerr=[s.std for _, s in points],
-            fmt='none',
-            ecolor='k',
-            elinewidth=1,
-            capsize=2,
-            label=STD_LABEL,
-        )
-
-
 def _draw_operator(ax, op, bars, width):
     """One operator's bars: the top-1 without distillation, the change
     distillation brings stacked on it (hatched // where it gains, xx where
@@ -141,8 +124,8 @@ def _draw_operator(ax, op, bars, width):
                 hatch=hatch,
                 label=label,
             )
-    _error_bars(ax, xs, [plain for _, plain, _ in bars])
-    _error_bars(ax, xs, [dist for _, _, dist in bars])
+    seed_error_bars(ax, xs, [plain for _, plain, _ in bars], **BAR_STYLE)
+    seed_error_bars(ax, xs, [dist for _, _, dist in bars], **BAR_STYLE)
 
 
 def draw_bars(results):
@@ -151,19 +134,11 @@ def draw_bars(results):
     std over seeds as error bars at both tops; the softmax reference as a
     dashed line (its seed std shaded). One panel per target dataset, one
     legend to their right."""
-    plt = _pyplot()
     table = summarise(results)
     known = grid_settings()
     targets = sorted({s.dataset for s in table})
-    fig, axes = plt.subplots(
-        1,
-        len(targets),
-        figsize=(7 * len(targets) + 2.5, 4.5),
-        squeeze=False,
-        layout='constrained',
-    )
-    legend = {}
-    for ax, target in zip(axes[0], targets):
+    fig, axes = panel_row(len(targets), 7, 2.5, 4.5)
+    for ax, target in zip(axes, targets):
         entries = [s for s in table if s.dataset == target]
         softmax = [s for s in entries if s.setting == SOFTMAX]
         operators = sorted(
@@ -176,16 +151,7 @@ def draw_bars(results):
                 ax, op, _bars(entries, op, settings, width, i * width), width
             )
         if softmax:
-            ref = softmax[0]
-            ax.axhline(ref.mean, ls='--', color='k', label='softmax')
-            if ref.n > 1:
-                ax.axhspan(
-                    ref.mean - ref.std,
-                    ref.mean + ref.std,
-                    color='k',
-                    alpha=0.1,
-                    lw=0,
-                )
+            softmax_reference(ax, softmax[0])
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(settings))])
         names = [known[k].name for k in settings]
         long = max(map(len, names), default=0) > 10
@@ -198,14 +164,5 @@ def draw_bars(results):
         if tops:
             low = min(s.mean - s.std for s in entries)
             ax.set_ylim(max(0, low - 10), min(100, max(tops) + 3))
-        handles, labels = ax.get_legend_handles_labels()
-        legend.update(zip(labels, handles))
-    if STD_LABEL in legend:  # last
-        legend[STD_LABEL] = legend.pop(STD_LABEL)
-    fig.legend(
-        legend.values(),
-        legend.keys(),
-        loc='outside right upper',
-        fontsize=7,
-    )
+    legend_right(fig, axes, last=STD_LABEL)
     return fig

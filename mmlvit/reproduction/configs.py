@@ -1,0 +1,102 @@
+"""What every grid's run config shares: the repository's paths, the shipped
+teacher, the distillation weight, the settings a grid names, the short
+schedule and the single test at the end of training.
+
+Tasks build their run configs from the repository's configs (relative data
+and checkpoint paths: the tools run from :data:`ROOT`).
+"""
+
+import inspect
+import os.path as osp
+
+import mmlvit  # noqa: F401  (registers the modules)
+from mmlvit.models.losses import AttentionOutputMSE
+from mmlvit.transfer import SETTINGS
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+DEFAULT_TEACHER = osp.join(
+    ROOT, 'checkpoints', 'vit-tiny-p4_softmax_fashion-mnist.pth'
+)
+# The paper's attention-distillation weight lambda: the default of the
+# registered attention-output loss.
+DISTILL_WEIGHT = float(
+    inspect.signature(AttentionOutputMSE).parameters['loss_weight'].default
+)
+# The setting name of the softmax reference: the softmax model itself,
+# fine-tuned.
+SOFTMAX = 'softmax'
+DISTILL_SUFFIX = '+distill'
+DISTILL_MODES = dict(off=(False,), on=(True,), both=(False, True))
+
+
+def grid_settings() -> dict:
+    """Short name -> :class:`mmlvit.transfer.Setting`, in the order of
+    ``mmlvit.transfer.SETTINGS`` (the tables' and plots' column order)."""
+    return {s.short_name: s for s in SETTINGS.values()}
+
+
+def split_setting(entry: str, distill: str = 'off') -> tuple:
+    """(setting, distillation modes) of a ``--settings`` entry: ``NAME``
+    follows ``distill`` ('off', 'on' or 'both'); ``NAME+distill`` is NAME
+    with distillation only."""
+    if entry.endswith(DISTILL_SUFFIX):
+        return entry[: -len(DISTILL_SUFFIX)], (True,)
+    return entry, DISTILL_MODES[distill]
+
+
+def setting_title(entry: str) -> str:
+    """The tables' name of a ``--settings`` entry: the setting's
+    ``mmlvit.transfer`` name, `` + distill`` for ``NAME+distill``
+    (``'MLPCopy + distill'``); ``'softmax'`` for the reference."""
+    setting, modes = split_setting(entry)
+    if setting == SOFTMAX:
+        return SOFTMAX
+    name = grid_settings()[setting].name
+    return name + ' + distill' if modes == (True,) else name
+
+
+def schedule(epochs: int) -> list:
+    """One linear warm-up epoch (none in a 1-epoch run), then cosine
+    annealing to the last epoch."""
+    warmup = min(1, epochs - 1)
+    steps = [
+        dict(
+            type='LinearLR',
+            start_factor=1e-3,
+            by_epoch=True,
+            begin=0,
+            end=warmup,
+            convert_to_iter_based=True,
+        ),
+        dict(
+            type='CosineAnnealingLR',
+            eta_min=1e-6,
+            by_epoch=True,
+            begin=warmup,
+            end=epochs,
+            convert_to_iter_based=True,
+        ),
+    ]
+    return steps if warmup else steps[1:]
+
+
+def evaluate_once_at_end(cfg, epochs, seed, work_dir, log_interval) -> None:
+    """Set ``cfg`` (an mmengine Config) to train ``epochs`` epochs on the
+    :func:`schedule` with the config's own optimiser, without validation
+    (so the checkpoint hook keeps only the last checkpoint: no best-of
+    selection; the caller's ``runner.test()`` is the one, final
+    evaluation), in-process data loading, seed ``seed``, in ``work_dir``."""
+    cfg.train_cfg = dict(
+        type='EpochBasedTrainLoop', max_epochs=epochs, val_interval=epochs
+    )
+    cfg.param_scheduler = schedule(epochs)
+    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    cfg.default_hooks.checkpoint = dict(
+        type='mmpretrain.SafeCheckpointHook', interval=-1
+    )
+    cfg.default_hooks.logger = dict(type='LoggerHook', interval=log_interval)
+    cfg.randomness = dict(seed=seed)
+    cfg.work_dir = work_dir
+    for loader in ('train_dataloader', 'test_dataloader'):
+        cfg[loader].num_workers = 0
+        cfg[loader].persistent_workers = False

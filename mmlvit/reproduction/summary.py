@@ -1,0 +1,36 @@
+"""What every grid's tables share: statistics over seeds, the text of a
+table cell, the line naming the teacher."""
+
+
+def mean_std(values) -> tuple:
+    """Mean and sample std (0 for one value) of ``values``, in float32 as
+    the committed tables were computed."""
+    import torch
+
+    t = torch.tensor(values, dtype=torch.float32)
+    std = t.std().item() if len(values) > 1 else 0.0
+    return t.mean().item(), std
+
+
+def cell(summary) -> str:
+    """A table cell: ``mean +- std (seeds)``, or ``mean (1)`` for one seed;
+    ``summary`` has ``mean``, ``std`` and the seed count ``n``."""
+    if summary.n > 1:
+        return f'{summary.mean:.2f} +- {summary.std:.2f} ({summary.n})'
+    return f'{summary.mean:.2f} (1)'
+
+
+def teacher_line(path: str) -> str:
+    """One line naming the teacher checkpoint and the Fashion-MNIST test
+    top-1 recorded in it when it was trained (or saying there is none)."""
+    from mmlvit.checkpoint import load_checkpoint_file
+
+    meta = load_checkpoint_file(path).get('meta') or {}
+    top1 = meta.get('fashion_mnist_test_top1')
+    recorded = (
+        f'{top1:.2f}% on the Fashion-MNIST test split (recorded when it '
+        'was trained)'
+        if top1 is not None
+        else 'no recorded accuracy'
+    )
+    return f'Teacher: {path}: {recorded}'
