@@ -175,7 +175,13 @@ def test_committed_results_resume_as_finished(repo_root, name, capsys):
     assert f'{len(runs)} of {len(runs)} runs already in' in (
         capsys.readouterr().out
     )
-    assert len(records.read_rows(out)) == len(runs)
+    # The runs' keys are the rows' key columns as the file holds them.
+    columns = result_type.RUN.key_columns()
+    rows = records.read_rows(out)
+    assert len(rows) == len(runs)
+    assert {tuple(row[c] for c in columns) for row in rows} == {
+        run.key() for run in runs
+    }
 
 
 @pytest.mark.parametrize('name', sorted(COMMITTED))
