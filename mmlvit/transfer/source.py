@@ -59,7 +59,7 @@ class SoftmaxCheckpoint:
         be read again if they were asked for after this)."""
         self._state_dict = None
 
-    def names(self, path: str, format: str = 'auto') -> bool:
+    def refers_to(self, path: str, format: str = 'auto') -> bool:
         """Whether ``path`` read as ``format`` is this checkpoint."""
         same_format = format in ('auto', self.format)
         return same_format and _real(path) == _real(self.path)

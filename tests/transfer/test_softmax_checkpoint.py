@@ -62,7 +62,7 @@ def test_one_read_per_run(
     assert {g['copied'] for g in groups} == {True, False}
     source = softmax_checkpoint_of(runner.model)
     assert isinstance(source, SoftmaxCheckpoint)
-    assert source.names(tiny_teacher_checkpoint)
+    assert source.refers_to(tiny_teacher_checkpoint)
 
     # The hook naming the teacher's file itself: still one read.
     reads.clear()
@@ -92,9 +92,9 @@ def test_weights_are_released_after_the_init(
 
 def test_a_checkpoint_names_its_file_and_format(tiny_teacher_checkpoint):
     source = SoftmaxCheckpoint(tiny_teacher_checkpoint, 'mmpretrain')
-    assert source.names(tiny_teacher_checkpoint)
-    assert source.names(tiny_teacher_checkpoint, 'mmpretrain')
-    assert not source.names(tiny_teacher_checkpoint, 'timm')
-    assert not source.names('other.pth')
+    assert source.refers_to(tiny_teacher_checkpoint)
+    assert source.refers_to(tiny_teacher_checkpoint, 'mmpretrain')
+    assert not source.refers_to(tiny_teacher_checkpoint, 'timm')
+    assert not source.refers_to('other.pth')
     with pytest.raises(ValueError, match='Unknown checkpoint format'):
         SoftmaxCheckpoint(tiny_teacher_checkpoint, 'tf')

@@ -118,7 +118,6 @@ class SoftmaxToLinearInitHook(Hook):
         self._loaded = True
 
     def before_train(self, runner: 'Runner') -> None:
-        source = self.source(runner.model)
         try:
             if self._loaded:
                 runner.logger.info(
@@ -127,11 +126,15 @@ class SoftmaxToLinearInitHook(Hook):
                 )
                 return
             report = self.initialise(runner.model)
-            origin = f'\n(from {source.path})' if self.reads_checkpoint else ''
+            origin = ''
+            if self.reads_checkpoint:
+                origin = f'\n(from {self.source(runner.model).path})'
             runner.logger.info(report.table() + origin)
         finally:
-            if source is not None:
-                source.release()
+            # Nothing reads the softmax weights after the init.
+            for held in (self.checkpoint, softmax_checkpoint_of(runner.model)):
+                if held is not None:
+                    held.release()
 
     def source(
         self, model: nn.Module, checkpoint: str | None = None
@@ -146,7 +149,7 @@ class SoftmaxToLinearInitHook(Hook):
         )
         held = softmax_checkpoint_of(model)
         if wanted is None or (
-            held is not None and held.names(wanted.path, wanted.format)
+            held is not None and held.refers_to(wanted.path, wanted.format)
         ):
             return held
         return wanted

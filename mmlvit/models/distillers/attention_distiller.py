@@ -171,7 +171,7 @@ class AttentionDistiller(BaseModel):
         inputs: torch.Tensor,
         data_samples: list | None = None,
         mode: str = 'tensor',
-    ):
+    ) -> dict | list | torch.Tensor:
         """``loss``: distillation losses; ``predict``/``tensor``: the
         student's.
 
