@@ -218,12 +218,11 @@ def test_report_lists_a_running_part_with_its_log_so_far(report, tmp_path):
 
 STOPPED_RUN = """
 import importlib.util, sys
-import mmlvit.benchmark.options as options
 spec = importlib.util.spec_from_file_location('gpu_report', sys.argv[1])
 report = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(report)
-options.cuda_unavailable_reason = lambda: None
-report.environment = lambda: dict(GPU='none (test)')
+report.cuda_unavailable_reason = lambda: None
+report.environment = lambda repo_root: dict(GPU='none (test)')
 report.REFRESH_S = 0.2
 script = ('import os, time; print("pid", os.getpid(), flush=True); '
           'print("half-way", flush=True); time.sleep(120)')
