@@ -10,23 +10,35 @@ from .records import read_results
 from .runner import run_grid
 
 
-def add_grid_options(parser, out: str, work_root: str) -> None:
-    """``--seeds``, ``--report``, ``--out`` (default ``out``),
-    ``--work-root`` (default ``work_root``), ``--jobs``, ``--threads``."""
-    parser.add_argument('--seeds', nargs='+', type=int, default=[0])
+def add_output_options(parser, out: str, work_root: str) -> None:
+    """``--out`` (the CSV, default ``out``), ``--work-root`` (the runs'
+    work directories, default ``work_root``) and ``--jobs``."""
     parser.add_argument(
-        '--report',
-        action='store_true',
-        help='only summarise --out: Markdown tables and plot, no runs',
+        '--out', default=out, help='results CSV (default: %(default)s)'
     )
-    parser.add_argument('--out', default=out)
-    parser.add_argument('--work-root', default=work_root)
+    parser.add_argument(
+        '--work-root',
+        default=work_root,
+        help="parent of the runs' work directories (default: %(default)s)",
+    )
     parser.add_argument(
         '--jobs',
         type=int,
         default=1,
         help='runs trained at once, each in its own worker process',
     )
+
+
+def add_grid_options(parser, out: str, work_root: str) -> None:
+    """``--seeds``, ``--report``, the :func:`add_output_options` and
+    ``--threads``."""
+    parser.add_argument('--seeds', nargs='+', type=int, default=[0])
+    parser.add_argument(
+        '--report',
+        action='store_true',
+        help='only summarise --out: Markdown tables and plot, no runs',
+    )
+    add_output_options(parser, out, work_root)
     parser.add_argument(
         '--threads',
         type=int,

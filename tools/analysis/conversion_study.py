@@ -36,8 +36,10 @@ import time
 
 import torch
 
+from mmlvit.reproduction.classification.cli import add_subset_options
 from mmlvit.reproduction.classification.configs import limit_data, run_config
 from mmlvit.reproduction.classification.records import Run
+from mmlvit.reproduction.cli import add_output_options
 from mmlvit.reproduction.configs import (
     DEFAULT_TEACHER,
     DISTILL_WEIGHT,
@@ -73,32 +75,56 @@ DATASET, EPOCHS = 'fashion-mnist-5k', 10
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--operator', default='relu', help='short name')
-    parser.add_argument('--variants', nargs='+', default=VARIANTS)
-    parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
-    parser.add_argument('--keep-softmax', type=int, default=1, metavar='K')
-    parser.add_argument('--warmup-iters', type=int, default=100)
-    parser.add_argument('--teacher', default=DEFAULT_TEACHER)
-    parser.add_argument('--jobs', type=int, default=1)
-    parser.add_argument('--fresh-lr-mult', type=float, default=3.0)
+    parser.add_argument(
+        '--variants',
+        nargs='+',
+        default=VARIANTS,
+        help='variants to run (default: all of them)',
+    )
+    parser.add_argument(
+        '--seeds',
+        type=int,
+        nargs='+',
+        default=[0, 1, 2],
+        help='(default: 0 1 2)',
+    )
+    parser.add_argument(
+        '--keep-softmax',
+        type=int,
+        default=1,
+        metavar='K',
+        help='blocks kept softmax by the hybrid variants (1)',
+    )
+    parser.add_argument(
+        '--warmup-iters',
+        type=int,
+        default=100,
+        help='distillation iterations before measuring the blocks (100)',
+    )
+    parser.add_argument(
+        '--teacher',
+        default=DEFAULT_TEACHER,
+        help='softmax teacher checkpoint (default: the shipped one)',
+    )
+    parser.add_argument(
+        '--fresh-lr-mult',
+        type=float,
+        default=3.0,
+        help='learning-rate multiplier of fresh-lr and all-lr (3)',
+    )
     parser.add_argument(
         '--freeze-iters',
         type=int,
         default=79,
         help='iterations with copied parameters frozen (79: one epoch)',
     )
-    parser.add_argument('--out', default='results/conversion_study.csv')
-    parser.add_argument('--work-root', default='work_dirs/conversion_study')
     parser.add_argument(
         '--epochs', type=int, default=EPOCHS, help='training epochs (10)'
     )
-    parser.add_argument(
-        '--train-indices',
-        type=int,
-        help='train on the first N images only (quick checks)',
+    add_output_options(
+        parser, 'results/conversion_study.csv', 'work_dirs/conversion_study'
     )
-    parser.add_argument(
-        '--test-indices', type=int, help='test on the first N images only'
-    )
+    add_subset_options(parser)
     return parser.parse_args(argv)
 
 

@@ -69,6 +69,23 @@ def setting_choices():
     return [*names, SOFTMAX, *(s + DISTILL_SUFFIX for s in names)]
 
 
+def add_subset_options(parser) -> None:
+    """``--train-indices N`` / ``--test-indices N``: train / test on only
+    the first N images of the splits (quick checks)."""
+    parser.add_argument(
+        '--train-indices',
+        type=int,
+        default=None,
+        help='train on only the first N target images (quick checks)',
+    )
+    parser.add_argument(
+        '--test-indices',
+        type=int,
+        default=None,
+        help='test on only the first N test images',
+    )
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Run a grid of small-scale copy/distill experiments.'
@@ -112,18 +129,7 @@ def parse_args(argv=None):
         help='if --teacher does not exist, train a teacher with the teacher '
         'config and save it there',
     )
-    parser.add_argument(
-        '--train-indices',
-        type=int,
-        default=None,
-        help='train on only the first N target images (quick checks)',
-    )
-    parser.add_argument(
-        '--test-indices',
-        type=int,
-        default=None,
-        help='test on only the first N test images',
-    )
+    add_subset_options(parser)
     parser.add_argument(
         '--teacher-only',
         action='store_true',
