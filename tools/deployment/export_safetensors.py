@@ -38,7 +38,9 @@ def main(argv=None):
     model, _ = load_classifier(args.config, args.checkpoint)
     backbone = model.backbone
     images = torch.randn(
-        2, backbone.patch_embed.projection.in_channels, *backbone.patch_embed.init_input_size
+        2,
+        backbone.patch_embed.projection.in_channels,
+        *backbone.patch_embed.init_input_size,
     )
     with torch.no_grad():
         expected = model(images, mode='tensor')

@@ -18,8 +18,9 @@ with S = phi(k)^T v (d_k x d_v), z = phi(k)^T 1 and z_v = v^T 1 over the
 segment. Feature maps, states, normalisers and every sum are fp32 in
 registers; products take fp32 tiles at 'ieee' precision (fp32 inputs) or
 'tf32' (fp16 inputs), or their operands rounded to bf16 (bf16 inputs), and
-accumulate in fp32; q, k, v and the outputs keep the input dtype. Token tiles are ``BLOCK_N`` positions of a segment; widths are
-padded to the powers of two ``BLOCK_K`` / ``BLOCK_V`` (>= 16, as ``tl.dot``
+accumulate in fp32; q, k, v and the outputs keep the input dtype. Token
+tiles are ``BLOCK_N`` positions of a segment; widths are padded to the
+powers of two ``BLOCK_K`` / ``BLOCK_V`` (>= 16, as ``tl.dot``
 needs) and masked. States are stored fp32 and contiguous, (B*H, SEGS,
 BLOCK_K, BLOCK_V), (B*H, SEGS, BLOCK_K), (B*H, SEGS, BLOCK_V); per-split
 partials have an extra splits axis after SEGS.
@@ -143,6 +144,33 @@ def _state_offsets(index, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr):
     return s, base * BLOCK_K + ck, base * BLOCK_V + cv
 
 
+@triton.jit
+def _split_program(splits):
+    """(head, segment, split, the segment's state index) of this program
+    of a reduction launch: grid (B*H, SEGS * splits)."""
+    bh = tl.program_id(0)
+    seg = tl.program_id(1) // splits
+    segs = tl.num_programs(1) // splits
+    return bh, seg, tl.program_id(1) % splits, bh * segs + seg
+
+
+@triton.jit
+def _tile_program(
+    tiles_per_seg, seg_len, grid_h, grid_w, block_h, block_w, side,
+    BLOCKED: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """(head, token indices, which exist, the segment's state index) of
+    this program of a tile launch: grid (B*H, SEGS * tiles_per_seg)."""
+    bh = tl.program_id(0)
+    seg = tl.program_id(1) // tiles_per_seg
+    idx = (tl.program_id(1) % tiles_per_seg) * BLOCK_N + tl.arange(0, BLOCK_N)
+    tokens, valid = _tokens(
+        seg, idx, seg_len, grid_h, grid_w, block_h, block_w, side, BLOCKED
+    )
+    segs = tl.num_programs(1) // tiles_per_seg
+    return bh, tokens, valid, bh * segs + seg
+
+
 @triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
 def state_kernel(
     k_ptr, v_ptr, s_ptr, z_ptr, zv_ptr,
@@ -154,9 +182,7 @@ def state_kernel(
 ):  # fmt: skip
     """S, z, z_v of one token range of one segment: grid
     (B*H, SEGS * splits); writes partial ``[bh, seg, split]``."""
-    bh = tl.program_id(0)
-    seg = tl.program_id(1) // splits
-    split = tl.program_id(1) % splits
+    bh, seg, split, state = _split_program(splits)
     ck = tl.arange(0, BLOCK_K)
     cv = tl.arange(0, BLOCK_V)
     s = tl.zeros((BLOCK_K, BLOCK_V), tl.float32)
@@ -174,10 +200,7 @@ def state_kernel(
         z += tl.sum(phi_k, axis=0)
         if MODE == 3:
             zv += tl.sum(v, axis=0)
-    segs = tl.num_programs(1) // splits
-    offsets = _state_offsets(
-        (bh * segs + seg) * splits + split, BLOCK_K, BLOCK_V
-    )
+    offsets = _state_offsets(state * splits + split, BLOCK_K, BLOCK_V)
     tl.store(s_ptr + offsets[0], s)
     tl.store(z_ptr + offsets[1], z)
     tl.store(zv_ptr + offsets[2], zv)
@@ -198,16 +221,13 @@ def output_kernel(
     product with it are fp32: a key sum over many tokens need not fit a
     16-bit type.
     """
-    bh = tl.program_id(0)
-    seg = tl.program_id(1) // tiles_per_seg
-    idx = (tl.program_id(1) % tiles_per_seg) * BLOCK_N + tl.arange(0, BLOCK_N)
-    tokens, valid = _tokens(
-        seg, idx, seg_len, grid_h, grid_w, block_h, block_w, side, BLOCKED
-    )
+    bh, tokens, valid, state = _tile_program(
+        tiles_per_seg, seg_len, grid_h, grid_w, block_h, block_w, side,
+        BLOCKED, BLOCK_N,
+    )  # fmt: skip
     ck = tl.arange(0, BLOCK_K)
     cv = tl.arange(0, BLOCK_V)
-    segs = tl.num_programs(1) // tiles_per_seg
-    offsets = _state_offsets(bh * segs + seg, BLOCK_K, BLOCK_V)
+    offsets = _state_offsets(state, BLOCK_K, BLOCK_V)
     s = tl.load(s_ptr + offsets[0])
     z = tl.load(z_ptr + offsets[1])
     q = _tile(q_ptr, sqb, sqh, sqn, bh, H, tokens, valid, ck, DK)
@@ -241,13 +261,10 @@ def query_grad_kernel(
     InLine: dq = alpha (do S^T - (do . v_bar) z), dS += alpha q^T do,
     dz -= alpha (do . v_bar) q, dz_v += do (1 - alpha q . z) / N.
     """
-    bh = tl.program_id(0)
-    seg = tl.program_id(1) // splits
-    split = tl.program_id(1) % splits
-    segs = tl.num_programs(1) // splits
+    bh, seg, split, state = _split_program(splits)
     ck = tl.arange(0, BLOCK_K)
     cv = tl.arange(0, BLOCK_V)
-    offsets = _state_offsets(bh * segs + seg, BLOCK_K, BLOCK_V)
+    offsets = _state_offsets(state, BLOCK_K, BLOCK_V)
     s = tl.load(s_ptr + offsets[0])
     s_t = tl.trans(s)
     z = tl.load(z_ptr + offsets[1])
@@ -282,9 +299,7 @@ def query_grad_kernel(
             ds += _dot(tl.trans(phi_q), d_num, PRECISION)
             dz += tl.sum(phi_q * d_den[:, None], axis=0)
         _store(dq_ptr, sdqb, sdqh, sdqn, bh, H, tokens, valid, ck, DK, dq)
-    offsets = _state_offsets(
-        (bh * segs + seg) * splits + split, BLOCK_K, BLOCK_V
-    )
+    offsets = _state_offsets(state * splits + split, BLOCK_K, BLOCK_V)
     tl.store(ds_ptr + offsets[0], ds)
     tl.store(dz_ptr + offsets[1], dz)
     tl.store(dzv_ptr + offsets[2], dzv)
@@ -305,16 +320,13 @@ def key_value_grad_kernel(
 
     d phi(k) = v dS^T + dz, dk = d phi(k) phi'(k), dv = phi(k) dS + dz_v.
     """
-    bh = tl.program_id(0)
-    seg = tl.program_id(1) // tiles_per_seg
-    idx = (tl.program_id(1) % tiles_per_seg) * BLOCK_N + tl.arange(0, BLOCK_N)
-    tokens, valid = _tokens(
-        seg, idx, seg_len, grid_h, grid_w, block_h, block_w, side, BLOCKED
-    )
+    bh, tokens, valid, state = _tile_program(
+        tiles_per_seg, seg_len, grid_h, grid_w, block_h, block_w, side,
+        BLOCKED, BLOCK_N,
+    )  # fmt: skip
     ck = tl.arange(0, BLOCK_K)
     cv = tl.arange(0, BLOCK_V)
-    segs = tl.num_programs(1) // tiles_per_seg
-    offsets = _state_offsets(bh * segs + seg, BLOCK_K, BLOCK_V)
+    offsets = _state_offsets(state, BLOCK_K, BLOCK_V)
     ds = tl.load(ds_ptr + offsets[0])
     dz = tl.load(dz_ptr + offsets[1])
     dzv = tl.load(dzv_ptr + offsets[2])
