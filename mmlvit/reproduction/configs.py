@@ -6,21 +6,14 @@ Tasks build their run configs from the repository's configs (relative data
 and checkpoint paths: the tools run from :data:`ROOT`).
 """
 
-import inspect
 import os.path as osp
 
 import mmlvit  # noqa: F401  (registers the modules)
-from mmlvit.models.losses import AttentionOutputMSE
 from mmlvit.transfer import SETTINGS
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DEFAULT_TEACHER = osp.join(
     ROOT, 'checkpoints', 'vit-tiny-p4_softmax_fashion-mnist.pth'
-)
-# The paper's attention-distillation weight lambda: the default of the
-# registered attention-output loss.
-DISTILL_WEIGHT = float(
-    inspect.signature(AttentionOutputMSE).parameters['loss_weight'].default
 )
 # The setting name of the softmax reference: the softmax model itself,
 # fine-tuned.

@@ -333,6 +333,7 @@ def test_a_registered_operator_becomes_a_choice(test_only_operator):
 
 
 def test_settings_come_from_transfer():
+    from mmlvit.models.losses import PAPER_DISTILL_WEIGHT
     from mmlvit.transfer import SETTINGS
 
     assert list(configs.grid_settings()) == [
@@ -345,6 +346,8 @@ def test_settings_come_from_transfer():
     assert configs.init_setting('random') is None
     assert configs.init_setting('attncopy') == 'Copy'
     assert configs.init_setting('softmax') == 'FullCopy'
+    # Distilled runs weigh the loss by the paper's lambda unless told.
+    assert cli.parse_args([]).lambdas == [PAPER_DISTILL_WEIGHT] == [50.0]
 
 
 @pytest.mark.parametrize(

@@ -257,12 +257,6 @@ def test_settings_are_the_transfer_settings():
         configs.setting_title('nocopy')
 
 
-def test_distill_weight_is_the_loss_default():
-    from mmlvit.models.losses import AttentionOutputMSE
-
-    assert configs.DISTILL_WEIGHT == AttentionOutputMSE().loss_weight == 50
-
-
 def test_schedule_warms_up_one_epoch_then_cosine():
     assert [s['type'] for s in configs.schedule(1)] == ['CosineAnnealingLR']
     warmup, cosine = configs.schedule(5)

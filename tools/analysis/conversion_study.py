@@ -36,13 +36,13 @@ import time
 
 import torch
 
+from mmlvit.models.losses import PAPER_DISTILL_WEIGHT
 from mmlvit.reproduction.classification.cli import add_subset_options
 from mmlvit.reproduction.classification.configs import limit_data, run_config
 from mmlvit.reproduction.classification.records import Run
 from mmlvit.reproduction.cli import add_output_options
 from mmlvit.reproduction.configs import (
     DEFAULT_TEACHER,
-    DISTILL_WEIGHT,
     SOFTMAX,
 )
 from mmlvit.reproduction.records import append_row, read_rows
@@ -144,7 +144,13 @@ def train_variant(
         run = Run(DATASET, SOFTMAX, SOFTMAX, False, 0.0, epochs, seed)
     else:
         run = Run(
-            DATASET, operator, 'mlpcopy', True, DISTILL_WEIGHT, epochs, seed
+            DATASET,
+            operator,
+            'mlpcopy',
+            True,
+            PAPER_DISTILL_WEIGHT,
+            epochs,
+            seed,
         )
     cfg = run_config(run, teacher, work_dir)
     limit_data(cfg, *data)
@@ -177,7 +183,6 @@ def train_variant(
             'ConversionAwareOptimWrapperConstructor'
         )
         cfg.optim_wrapper.paramwise_cfg.update(
-            init=dict(setting='MLPCopy'),
             fresh_lr_mult=fresh_lr_mult if variant == 'fresh-lr' else 1.0,
         )
         if variant == 'freeze':

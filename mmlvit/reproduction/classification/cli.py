@@ -45,11 +45,12 @@ whatever ``--distill`` says (e.g. ``--settings random mlpcopy+distill``).
 import argparse
 import os.path as osp
 
+from mmlvit.models.losses import PAPER_DISTILL_WEIGHT
+
 from ..cli import add_grid_options, enter_repository, run_missing, set_threads
 from ..configs import (
     DEFAULT_TEACHER,
     DISTILL_SUFFIX,
-    DISTILL_WEIGHT,
     SOFTMAX,
     grid_settings,
 )
@@ -108,7 +109,7 @@ def parse_args(argv=None):
         '--distill', choices=['off', 'on', 'both'], default='both'
     )
     parser.add_argument(
-        '--lambdas', nargs='+', type=float, default=[DISTILL_WEIGHT]
+        '--lambdas', nargs='+', type=float, default=[PAPER_DISTILL_WEIGHT]
     )
     parser.add_argument('--epochs', nargs='+', type=int, default=[10])
     parser.add_argument(
