@@ -2,48 +2,17 @@
 picked up by the unchanged contract tests, which pass for a correct
 operator and fail for one that breaks the contract."""
 
-import atexit
-import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import test_attention_common as contract
+from plugin_contract import registry_tests, start_with_plugin
 
-HERE = Path(__file__).parent
-
-
-def _start_contract_tests():
-    """The contract tests with the toy operators registered by a plugin,
-    in a fresh pytest process. Started when this module is collected so
-    that it overlaps the rest of the suite; killed at exit if unread."""
-    env = dict(os.environ, PYTHONPATH=str(HERE), OMP_NUM_THREADS='1')
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            '-m',
-            'pytest',
-            '-p',
-            'toy_operators',
-            '-v',
-            '-p',
-            'no:cacheprovider',
-            '-k',
-            'MeanPoolAttention or WrongShapeAttention',
-            str(HERE / 'test_attention_common.py'),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=HERE.parent.parent,
-    )
-    atexit.register(process.kill)
-    return process
-
-
-_CONTRACT_RUN = _start_contract_tests()
+_CONTRACT_RUN = start_with_plugin(
+    'toy_operators',
+    'MeanPoolAttention or WrongShapeAttention',
+    'test_attention_common.py',
+)
 
 
 def test_contract_tests_pick_up_an_operator_registered_elsewhere():
@@ -61,15 +30,7 @@ def test_contract_tests_pick_up_an_operator_registered_elsewhere():
         if operator:
             outcome.setdefault((test, operator.group(0)), set()).add(result)
     # Every contract test parametrised over the registry ran for both.
-    contract_tests = {
-        name
-        for name, fn in vars(contract).items()
-        if name.startswith('test_')
-        and any(
-            mark.name == 'parametrize' and mark.args[0] == 'name'
-            for mark in getattr(fn, 'pytestmark', [])
-        )
-    }
+    contract_tests = registry_tests(contract)
     assert {t for t, op in outcome if op == 'MeanPoolAttention'} == (
         contract_tests
     )
