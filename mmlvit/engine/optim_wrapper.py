@@ -118,6 +118,10 @@ class _SkipNonFinite:
     def _keep_losses(self, module, args, output):
         self._losses = output if isinstance(output, dict) else None
 
+    # Under compile=True mmengine compiles the model's train_step, this
+    # call included: the checks read values on the host and the optimizer
+    # step is no graph either, so it runs eagerly.
+    @torch.compiler.disable
     def update_params(self, loss, step_kwargs=None, zero_kwargs=None):
         """Back-propagate ``loss``; when the update is due, update the
         parameters unless a loss of the window or a gradient is not finite

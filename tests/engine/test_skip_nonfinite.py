@@ -306,6 +306,33 @@ def test_amp_variant_skips_a_nan_loss(repo_root):
     assert not same(before, model.state_dict())
 
 
+def test_guard_runs_under_compile(repo_root):
+    """compile=True makes mmengine compile the model's train_step, the
+    wrapper's update included: the update runs eagerly (dynamo cannot
+    trace its host-side checks) and a NaN batch is still skipped with the
+    named terms. backend='eager': dynamo's tracing without code
+    generation. The tiny config's wrapper: parameter groups of its
+    paramwise_cfg."""
+    from mmengine.optim import build_optim_wrapper
+
+    model = build_model(repo_root)
+    cfg = Config.fromfile(osp.join(repo_root, TINY))
+    ours = build_optim_wrapper(model, cfg.optim_wrapper)
+    train_step = torch.compile(model.train_step, backend='eager')
+    before = copy.deepcopy(model.state_dict())
+    try:
+        with warnings_logged() as texts:
+            train_step(random_batch(0, nan=True), ours)
+        assert same(before, model.state_dict())
+        assert texts[-1].startswith(
+            'Iteration 1: the loss is nan (non-finite terms: loss=nan)'
+        )
+        train_step(random_batch(1), ours)
+        assert not same(before, model.state_dict())
+    finally:
+        torch._dynamo.reset()
+
+
 def test_amp_flag_keeps_the_protection(repo_root):
     import importlib.util
 
