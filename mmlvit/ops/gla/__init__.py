@@ -27,8 +27,9 @@ Modules, as fla's ``ops/gla``:
   (references).
 - ``chunk`` (with its data layout in ``workspace``): the chunked scan in
   PyTorch, its written-out backward and autograd Function.
-- ``triton_kernels`` and ``triton_backend``: both directions fused in our
-  own Triton kernels (forward and backward) and their autograd Function.
+- ``triton_kernels`` (forward), ``triton_backward_kernels`` and
+  ``triton_backend``: both directions fused in our own Triton kernels and
+  their autograd Function.
 - ``fla_backend``: the same operator by fla's Triton ``chunk_gla``.
 - ``dispatch``: ``bidirectional_gla``, which checks the backend and picks
   one.

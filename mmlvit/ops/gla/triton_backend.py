@@ -124,7 +124,10 @@ def forward(q, k, v, g_fwd, g_bwd, scale):
 def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
     """Gradients of :func:`forward`: dq, dk, dv in their inputs' dtype,
     dg_fwd, dg_bwd in fp32."""
-    from .triton_kernels import bigla_bwd_kernel, gate_grad_cumsum_kernel
+    from .triton_backward_kernels import (
+        bigla_bwd_kernel,
+        gate_grad_cumsum_kernel,
+    )
 
     B, H, T, K = q.shape
     V = v.shape[-1]

@@ -1,0 +1,223 @@
+"""Backward Triton kernels of the fused bidirectional GLA: dq, dk, dv and
+the per-token gate gradients of one chunk (both directions), then the gate
+gradients summed along the sequence. Notation, layout and the decay
+factoring as in :mod:`.triton_kernels`, whose tile helpers these share.
+"""
+
+import triton
+import triton.language as tl
+
+from .triton_kernels import NEG, SIZES, _base, _mm, _put, _tile, _vec
+
+
+@triton.jit
+def _cross_block_grads(
+    q_j, k_j, v_j, do_j, k_r, v_r, do_r, key_decay_j, query_decay_j,
+    scale, DT: tl.constexpr, DOT: tl.constexpr,
+):  # fmt: skip
+    """Block r's gradient terms from an off-diagonal block j of its chunk,
+    through one direction each way: queries r against keys j (decayed by
+    ``key_decay_j``) and queries j (decayed by ``query_decay_j``) against
+    keys r (``k_r`` carrying its own decay). Returns (dq_r, dv_r, dk_r)
+    still missing block r's own decay factors (dv_r is complete)."""
+    da = _mm(do_r, tl.trans(v_j), DT, DOT) * scale
+    dq_r = _mm(da, k_j * key_decay_j, DT, DOT)
+    qd_j = q_j * query_decay_j
+    a = _mm(qd_j, tl.trans(k_r), DT, DOT) * scale
+    dv_r = _mm(tl.trans(a), do_j, DT, DOT)
+    da = _mm(do_j, tl.trans(v_r), DT, DOT) * scale
+    dk_r = _mm(tl.trans(da), qd_j, DT, DOT)
+    return dq_r, dv_r, dk_r
+
+
+@triton.jit(do_not_specialize=SIZES)
+def bigla_bwd_kernel(
+    q, k, v, gf, gb, do, states, d_states, dq, dk, dv, dg,
+    sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
+    sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
+    sdqb, sdqh, sdqt, sdqd, sdkb, sdkh, sdkt, sdkd,
+    sdvb, sdvh, sdvt, sdvd,
+    scale, T, B, H, NT,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
+    DOT: tl.constexpr,
+):  # fmt: skip
+    """dq, dk, dv of one chunk (BK >= K, BV >= V: all channels), and the
+    per-token gate gradients before their cumulative sums:
+    ``dg[0] = q * dq^f - k * dk^f`` (dL/d bf), ``dg[1] = q * dq^b - k * dk^b``
+    (dL/d rb), fp32 (2, B, H, T, K), with ^f / ^b the parts through each
+    direction. ``d_states`` as written by :func:`chunk_states_kernel` for
+    (q, dL/do).
+
+    Grid: (NT, B * H).
+    """
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    q = _base(q, i_b, i_h, sqb, sqh)
+    k = _base(k, i_b, i_h, skb, skh)
+    v = _base(v, i_b, i_h, svb, svh)
+    gf = _base(gf, i_b, i_h, sfb, sfh)
+    gb = _base(gb, i_b, i_h, sgb, sgh)
+    do = _base(do, i_b, i_h, sob, soh)
+    dq = _base(dq, i_b, i_h, sdqb, sdqh)
+    dk = _base(dk, i_b, i_h, sdkb, sdkh)
+    dv = _base(dv, i_b, i_h, sdvb, sdvh)
+    dgf = dg + i_bh.to(tl.int64) * T * K
+    dgb = dgf + B * H * T * K
+    ks, vs = tl.arange(0, BK), tl.arange(0, BV)
+    NC: tl.constexpr = BT // BC
+    sub = tl.arange(0, BC)
+    s_offsets = (i_bh.to(tl.int64) * NT + i_c) * K * V
+    s_offsets += ks[:, None] * V + vs[None, :]
+    s_mask = (ks[:, None] < K) & (vs[None, :] < V)
+    other = B * H * NT * K * V
+    state_f = tl.load(states + s_offsets, mask=s_mask, other=0.0)
+    state_b = tl.load(states + other + s_offsets, mask=s_mask, other=0.0)
+    d_next_b = tl.load(d_states + s_offsets, mask=s_mask, other=0.0)
+    d_next_f = tl.load(d_states + other + s_offsets, mask=s_mask, other=0.0)
+    chunk = i_c * BT + tl.arange(0, BT)
+    total_f = tl.sum(_tile(gf, chunk, ks, sft, sfd, T, K), 0)
+    total_b = tl.sum(_tile(gb, chunk, ks, sgt, sgd, T, K), 0)
+    before_f = tl.zeros([BK], dtype=tl.float32)
+    before_b = tl.zeros([BK], dtype=tl.float32)
+    for r in tl.static_range(NC):
+        rows_r = i_c * BT + r * BC + sub
+        q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
+        k_r = _tile(k, rows_r, ks, skt, skd, T, K)
+        v_r = _tile(v, rows_r, vs, svt, svd, T, V)
+        do_r = _tile(do, rows_r, vs, sot, sod, T, V)
+        g_r = _tile(gf, rows_r, ks, sft, sfd, T, K)
+        cf_r, tf_r = tl.cumsum(g_r, 0), tl.sum(g_r, 0)
+        g_r = _tile(gb, rows_r, ks, sgt, sgd, T, K)
+        cb_r, tb_r = tl.cumsum(g_r, 0, reverse=True), tl.sum(g_r, 0)
+        after_f = total_f - before_f - tf_r
+        after_b = tl.minimum(total_b - before_b - tb_r, 0.0)
+        # Decays of block r's keys to the chunk's ends, and to block r's
+        # far ends (for queries in the other blocks).
+        key_f = tl.exp(tl.minimum(tf_r - cf_r, 0.0))
+        key_b = tl.exp(tl.minimum(tb_r - cb_r, 0.0))
+        to_end_f = key_f * tl.exp(tl.minimum(after_f, 0.0))[None, :]
+        to_start_b = key_b * tl.exp(tl.minimum(before_b, 0.0))[None, :]
+        # Through the states.
+        decay_q = tl.exp(before_f[None, :] + cf_r) * scale
+        dq_f = _mm(do_r, tl.trans(state_f), DT, DOT) * decay_q
+        decay_q = tl.exp(after_b[None, :] + cb_r) * scale
+        dq_b = _mm(do_r, tl.trans(state_b), DT, DOT) * decay_q
+        dk_f = _mm(v_r, tl.trans(d_next_f), DT, DOT) * to_end_f * scale
+        dk_b = _mm(v_r, tl.trans(d_next_b), DT, DOT) * to_start_b * scale
+        dv_r = _mm(k_r * to_end_f, d_next_f, DT, DOT)
+        dv_r += _mm(k_r * to_start_b, d_next_b, DT, DOT)
+        dv_r *= scale
+        # Blocks of other tokens: sums still missing block r's own factor.
+        dq_f_in = tl.zeros([BC, BK], dtype=tl.float32)
+        dq_b_in = tl.zeros([BC, BK], dtype=tl.float32)
+        dk_f_in = tl.zeros([BC, BK], dtype=tl.float32)
+        dk_b_in = tl.zeros([BC, BK], dtype=tl.float32)
+        before_fj = tl.zeros([BK], dtype=tl.float32)
+        before_bj = tl.zeros([BK], dtype=tl.float32)
+        for j in tl.static_range(NC):
+            rows_j = i_c * BT + j * BC + sub
+            q_j = _tile(q, rows_j, ks, sqt, sqd, T, K)
+            k_j = _tile(k, rows_j, ks, skt, skd, T, K)
+            v_j = _tile(v, rows_j, vs, svt, svd, T, V)
+            do_j = _tile(do, rows_j, vs, sot, sod, T, V)
+            gf_j = _tile(gf, rows_j, ks, sft, sfd, T, K)
+            gb_j = _tile(gb, rows_j, ks, sgt, sgd, T, K)
+            cf_j, tf_j = tl.cumsum(gf_j, 0), tl.sum(gf_j, 0)
+            cb_j, tb_j = tl.cumsum(gb_j, 0, reverse=True), tl.sum(gb_j, 0)
+            if j < r:
+                # Queries r, keys j forward; queries j, keys r backward:
+                # both split at block r's start.
+                span_f = before_f - before_fj - tf_j  # blocks j+1..r-1
+                span_b = before_b - before_bj - tb_j
+                part_q, part_v, part_k = _cross_block_grads(
+                    q_j, k_j, v_j, do_j, k_r * key_b, v_r, do_r,
+                    tl.exp(tl.minimum(span_f[None, :] + tf_j - cf_j, 0.0)),
+                    tl.exp(tl.minimum(span_b[None, :] + cb_j, 0.0)),
+                    scale, DT, DOT,
+                )  # fmt: skip
+                dq_f_in += part_q
+                dv_r += part_v
+                dk_b_in += part_k
+            if j > r:
+                # Queries r, keys j backward; queries j, keys r forward:
+                # both split at block r's end.
+                span_b = before_bj - before_b - tb_r  # blocks r+1..j-1
+                span_f = before_fj - before_f - tf_r
+                part_q, part_v, part_k = _cross_block_grads(
+                    q_j, k_j, v_j, do_j, k_r * key_f, v_r, do_r,
+                    tl.exp(tl.minimum(span_b[None, :] + tb_j - cb_j, 0.0)),
+                    tl.exp(tl.minimum(span_f[None, :] + cf_j, 0.0)),
+                    scale, DT, DOT,
+                )  # fmt: skip
+                dq_b_in += part_q
+                dv_r += part_v
+                dk_f_in += part_k
+            if j == r:  # exact decays, one key s at a time
+                gf_s = tl.zeros([BK], dtype=tl.float32)
+                gb_s = tl.zeros([BK], dtype=tl.float32)
+                for s in range(BC):
+                    row = i_c * BT + r * BC + s
+                    is_s = sub[:, None] == s
+                    k_s = _vec(k, row, ks, skt, skd, T, K)
+                    gf_s += _vec(gf, row, ks, sft, sfd, T, K)
+                    cb_s = tb_r - gb_s
+                    gb_s += _vec(gb, row, ks, sgt, sgd, T, K)
+                    after = sub[:, None] >= s
+                    decay_f = tl.exp(
+                        tl.where(after, cf_r - gf_s[None, :], NEG)
+                    )
+                    before = sub[:, None] <= s
+                    decay_b = tl.exp(
+                        tl.where(before, cb_r - cb_s[None, :], NEG)
+                    )
+                    v_s = _vec(v, row, vs, svt, svd, T, V)
+                    da_s = tl.sum(do_r * v_s[None, :], 1) * scale
+                    dq_f += da_s[:, None] * k_s[None, :] * decay_f
+                    dq_b += da_s[:, None] * k_s[None, :] * decay_b
+                    dk_s = tl.sum(da_s[:, None] * q_r * decay_f, 0)
+                    dk_f += tl.where(is_s, dk_s[None, :], 0.0)
+                    dk_s = tl.sum(da_s[:, None] * q_r * decay_b, 0)
+                    dk_b += tl.where(is_s, dk_s[None, :], 0.0)
+                    a_s = tl.sum(q_r * k_s[None, :] * (decay_f + decay_b), 1)
+                    dv_s = tl.sum(a_s[:, None] * do_r, 0) * scale
+                    dv_r += tl.where(is_s, dv_s[None, :], 0.0)
+            before_fj += tf_j
+            before_bj += tb_j
+        dq_f += dq_f_in * tl.exp(cf_r)
+        dq_b += dq_b_in * tl.exp(cb_r)
+        dk_f += dk_f_in * key_f
+        dk_b += dk_b_in * key_b
+        _put(dq, dq_f + dq_b, rows_r, ks, sdqt, sdqd, T, K)
+        _put(dk, dk_f + dk_b, rows_r, ks, sdkt, sdkd, T, K)
+        _put(dv, dv_r, rows_r, vs, sdvt, sdvd, T, V)
+        _put(dgf, q_r * dq_f - k_r * dk_f, rows_r, ks, K, 1, T, K)
+        _put(dgb, q_r * dq_b - k_r * dk_b, rows_r, ks, K, 1, T, K)
+        before_f += tf_r
+        before_b += tb_r
+
+
+@triton.jit(do_not_specialize=['T', 'NT'])
+def gate_grad_cumsum_kernel(
+    dg, T, NT, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr
+):
+    """In place on ``dg`` (2, B, H, T, K) fp32: dg[0] summed over tokens
+    >= t (dL/dgf from dL/dbf), dg[1] over tokens <= t (dL/dgb from
+    dL/drb), chunk by chunk with a carried total.
+
+    Grid: (cdiv(K, BK), B * H, 2).
+    """
+    i_k, i_bh, i_dir = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    n_bh = tl.num_programs(1)
+    dg += (i_dir * n_bh + i_bh).to(tl.int64) * T * K
+    ks = i_k * BK + tl.arange(0, BK)
+    carry = tl.zeros([BK], dtype=tl.float32)
+    for n in range(NT):
+        c = n + (1 - i_dir) * (NT - 1 - 2 * n)
+        rows = c * BT + tl.arange(0, BT)
+        x = _tile(dg, rows, ks, K, 1, T, K)
+        sums = tl.where(
+            i_dir == 0, tl.cumsum(x, 0, reverse=True), tl.cumsum(x, 0)
+        )
+        _put(dg, sums + carry[None, :], rows, ks, K, 1, T, K)
+        carry += tl.sum(x, 0)
