@@ -1,6 +1,6 @@
 """What every grid's run config shares: the repository's paths, the shipped
-teacher, the distillation weight, the settings a grid names, the short
-schedule and the single test at the end of training.
+teacher, the settings a grid names, the short schedule and the single test
+at the end of training.
 
 Tasks build their run configs from the repository's configs (relative data
 and checkpoint paths: the tools run from :data:`ROOT`).
@@ -10,8 +10,20 @@ import os.path as osp
 
 import mmlvit  # noqa: F401  (registers the modules)
 from mmlvit.transfer import SETTINGS
+from mmlvit.transfer.shipped import SHIPPED_ROOTS
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+def _repository_tree() -> str:
+    """The tree holding configs/ and checkpoints/: the checkout the
+    package is imported from, else an installed package's copy of them
+    under mmlvit/.mim."""
+    installed, checkout = SHIPPED_ROOTS
+    if osp.isdir(osp.join(checkout, 'configs', 'fashion_mnist')):
+        return checkout
+    return installed
+
+
+ROOT = _repository_tree()
 DEFAULT_TEACHER = osp.join(
     ROOT, 'checkpoints', 'vit-tiny-p4_softmax_fashion-mnist.pth'
 )

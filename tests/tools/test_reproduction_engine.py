@@ -262,3 +262,15 @@ def test_schedule_warms_up_one_epoch_then_cosine():
     warmup, cosine = configs.schedule(5)
     assert (warmup['begin'], warmup['end']) == (0, 1)
     assert (cosine['begin'], cosine['end']) == (1, 5)
+
+
+def test_configs_come_from_the_checkout_else_the_installed_copy(
+    repo_root, tmp_path, monkeypatch
+):
+    assert configs.ROOT == repo_root
+    installed = str(tmp_path / 'site-packages' / 'mmlvit' / '.mim')
+    checkout = str(tmp_path / 'site-packages')
+    monkeypatch.setattr(configs, 'SHIPPED_ROOTS', (installed, checkout))
+    assert configs._repository_tree() == installed
+    monkeypatch.setattr(configs, 'SHIPPED_ROOTS', (installed, repo_root))
+    assert configs._repository_tree() == repo_root
