@@ -4,16 +4,15 @@
 # softmax backbone (no neck or heads) during the COCO fine-tuning.
 # Checkpoints hold the detector alone. Set the softmax checkpoint:
 #   --cfg-options model.teacher_checkpoint=PATH
-_base_ = ['./mask-rcnn_vit-b_softmax_coco-1x.py']
+_base_ = [
+    '../_base_/models/dense/mask-rcnn_lvit-b_simple-fpn.py',
+    '../_base_/dense/mask-rcnn_coco-1x.py',
+]
 
 model = dict(
     _delete_=True,
     type='mmpretrain.DenseAttentionDistiller',
-    student=dict(
-        _base_.model,
-        backbone=dict(
-            _base_.model.backbone,
-            attn_cfg=dict(type='GatedLinearAttention'))),
+    student=_base_.model,
     teacher=dict(type='VisionTransformer', arch='b', img_size=1024,
                  patch_size=16),
     teacher_checkpoint='checkpoints/deit-base_in1k.pth',

@@ -5,7 +5,10 @@
 # its run saved it (an ordinary classifier checkpoint; position embeddings are
 # resized); neck and heads start fresh. Another file:
 #   --cfg-options model.backbone.init_cfg.checkpoint=PATH
-_base_ = ['../_base_/dense/mask-rcnn_coco-1x.py']
+_base_ = [
+    '../_base_/models/dense/mask-rcnn_lvit-b_simple-fpn.py',
+    '../_base_/dense/mask-rcnn_coco-1x.py',
+]
 
 model = dict(
     backbone=dict(

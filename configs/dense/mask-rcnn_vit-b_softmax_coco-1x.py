@@ -3,7 +3,10 @@
 # checkpoint (any format mmlvit reads), copied whole (FullCopy); neck and
 # heads start fresh. Set the checkpoint:
 #   --cfg-options custom_hooks.0.checkpoint=PATH
-_base_ = ['../_base_/dense/mask-rcnn_coco-1x.py']
+_base_ = [
+    '../_base_/models/dense/mask-rcnn_lvit-b_simple-fpn.py',
+    '../_base_/dense/mask-rcnn_coco-1x.py',
+]
 
 model = dict(backbone=dict(attn_cfg=dict(type='SoftmaxAttention')))
 custom_hooks = [

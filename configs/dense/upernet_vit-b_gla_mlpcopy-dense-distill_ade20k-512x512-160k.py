@@ -4,16 +4,15 @@
 # softmax backbone (no neck or heads) during the ADE20K fine-tuning.
 # Checkpoints hold the segmentor alone. Set the softmax checkpoint:
 #   --cfg-options model.teacher_checkpoint=PATH
-_base_ = ['./upernet_vit-b_softmax_ade20k-512x512-160k.py']
+_base_ = [
+    '../_base_/models/dense/upernet_lvit-b.py',
+    '../_base_/dense/upernet_ade20k-512x512-160k.py',
+]
 
 model = dict(
     _delete_=True,
     type='mmpretrain.DenseAttentionDistiller',
-    student=dict(
-        _base_.model,
-        backbone=dict(
-            _base_.model.backbone,
-            attn_cfg=dict(type='GatedLinearAttention'))),
+    student=_base_.model,
     teacher=dict(type='VisionTransformer', arch='b', img_size=512,
                  patch_size=16),
     teacher_checkpoint='checkpoints/deit-base_in1k.pth',

@@ -5,7 +5,10 @@
 # as its run saved it (an ordinary classifier checkpoint; position embeddings
 # are resized to the 32 x 32 grid); neck and heads start fresh. Another file:
 #   --cfg-options model.backbone.init_cfg.checkpoint=PATH
-_base_ = ['../_base_/dense/upernet_ade20k-512x512-160k.py']
+_base_ = [
+    '../_base_/models/dense/upernet_lvit-b.py',
+    '../_base_/dense/upernet_ade20k-512x512-160k.py',
+]
 
 model = dict(
     backbone=dict(

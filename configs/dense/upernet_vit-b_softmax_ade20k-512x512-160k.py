@@ -3,7 +3,10 @@
 # (mmpretrain, timm .pth/.safetensors, official DeiT release, ...), copied
 # whole (FullCopy); neck and heads start fresh. Set the checkpoint:
 #   --cfg-options custom_hooks.0.checkpoint=PATH
-_base_ = ['../_base_/dense/upernet_ade20k-512x512-160k.py']
+_base_ = [
+    '../_base_/models/dense/upernet_lvit-b.py',
+    '../_base_/dense/upernet_ade20k-512x512-160k.py',
+]
 
 model = dict(backbone=dict(attn_cfg=dict(type='SoftmaxAttention')))
 custom_hooks = [

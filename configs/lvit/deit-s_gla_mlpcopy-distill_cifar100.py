@@ -3,5 +3,8 @@
 # softmax teacher, on CIFAR-100 with the paper's recipe.
 # Set the softmax checkpoint (mmpretrain, timm .pth/.safetensors, official
 # DeiT release, ...): --cfg-options model.teacher_checkpoint=PATH
-# The operator is GLA, the student's default: nothing to set.
-_base_ = ['../_base_/lvit/deit-s_mlpcopy-distill_cifar100.py']
+# The operator is GLA, the student's default.
+_base_ = ['../_base_/lvit/deit-s_mlpcopy-distill.py',
+          '../_base_/datasets/cifar100_lvit.py']
+
+model = dict(student=dict(head=dict(num_classes=100)))

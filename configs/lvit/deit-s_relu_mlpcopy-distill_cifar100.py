@@ -3,7 +3,9 @@
 # on CIFAR-100 with the paper's recipe.
 # Set the softmax checkpoint (mmpretrain, timm .pth/.safetensors, official
 # DeiT release, ...): --cfg-options model.teacher_checkpoint=PATH
-_base_ = ['../_base_/lvit/deit-s_mlpcopy-distill_cifar100.py']
+_base_ = ['../_base_/lvit/deit-s_mlpcopy-distill.py',
+          '../_base_/datasets/cifar100_lvit.py']
 
-model = dict(student=dict(backbone=dict(
-    attn_cfg=dict(type='ReLULinearAttention'))))
+model = dict(student=dict(
+    head=dict(num_classes=100),
+    backbone=dict(attn_cfg=dict(type='ReLULinearAttention'))))

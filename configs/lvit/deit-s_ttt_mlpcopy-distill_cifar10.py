@@ -3,6 +3,9 @@
 # softmax teacher, on CIFAR-10 with the paper's recipe.
 # Set the softmax checkpoint (mmpretrain, timm .pth/.safetensors, official
 # DeiT release, ...): --cfg-options model.teacher_checkpoint=PATH
-_base_ = ['../_base_/lvit/deit-s_mlpcopy-distill_cifar10.py']
+_base_ = ['../_base_/lvit/deit-s_mlpcopy-distill.py',
+          '../_base_/datasets/cifar10_lvit.py']
 
-model = dict(student=dict(backbone=dict(attn_cfg=dict(type='TTTAttention'))))
+model = dict(student=dict(
+    head=dict(num_classes=10),
+    backbone=dict(attn_cfg=dict(type='TTTAttention'))))

@@ -3,6 +3,9 @@
 # softmax teacher, on Flowers-102 with the paper's recipe.
 # Set the softmax checkpoint (mmpretrain, timm .pth/.safetensors, official
 # DeiT release, ...): --cfg-options model.teacher_checkpoint=PATH
-_base_ = ['../_base_/lvit/deit-s_mlpcopy-distill_flowers102.py']
+_base_ = ['../_base_/lvit/deit-s_mlpcopy-distill-600e.py',
+          '../_base_/datasets/flowers102_lvit.py']
 
-model = dict(student=dict(backbone=dict(attn_cfg=dict(type='TTTAttention'))))
+model = dict(student=dict(
+    head=dict(num_classes=102),
+    backbone=dict(attn_cfg=dict(type='TTTAttention'))))

@@ -7,4 +7,6 @@
 # Set the softmax checkpoint (mmpretrain, timm .pth/.safetensors, official
 # DeiT release, ...): --cfg-options model.teacher_checkpoint=PATH
 # The operator is GLA, the student's default: nothing to set.
-_base_ = ['../_base_/lvit/vit-b_mlpcopy-distill_in1k.py']
+_base_ = ['../_base_/lvit/vit-b_distill_in1k.py']
+
+custom_hooks = [dict(type='SoftmaxToLinearInitHook', setting='MLPCopy')]

@@ -4,6 +4,7 @@
 # with the paper's recipe.
 # Set the softmax checkpoint (mmpretrain, timm .pth/.safetensors, official
 # DeiT release, ...): --cfg-options model.teacher_checkpoint=PATH
-_base_ = ['../_base_/lvit/vit-b_fullcopy-distill_in1k.py']
+_base_ = ['../_base_/lvit/vit-b_distill_in1k.py']
 
 model = dict(student=dict(backbone=dict(attn_cfg=dict(type='TTTAttention'))))
+custom_hooks = [dict(type='SoftmaxToLinearInitHook', setting='FullCopy')]

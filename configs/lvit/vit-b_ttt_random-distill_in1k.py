@@ -3,6 +3,6 @@
 # softmax teacher, on ImageNet-1K with the paper's recipe.
 # Set the softmax checkpoint (mmpretrain, timm .pth/.safetensors, official
 # DeiT release, ...): --cfg-options model.teacher_checkpoint=PATH
-_base_ = ['../_base_/lvit/vit-b_random-distill_in1k.py']
+_base_ = ['../_base_/lvit/vit-b_distill_in1k.py']
 
 model = dict(student=dict(backbone=dict(attn_cfg=dict(type='TTTAttention'))))

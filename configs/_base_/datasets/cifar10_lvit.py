@@ -4,7 +4,8 @@
 #   data/cifar10/cifar-10-batches-py/data_batch_1 ... data_batch_5,
 #   test_batch, batches.meta
 # Batch: 64 per GPU x 8 GPUs = 512 in total (the paper's batch). Pipelines
-# and metric as in imagenet_bs64_lvit.py.
+# and metric as in imagenet_bs64_lvit.py; the evaluation loader keeps its
+# test_mode.
 _base_ = ['./imagenet_bs64_lvit.py']
 
 dataset_type = 'CIFAR10'

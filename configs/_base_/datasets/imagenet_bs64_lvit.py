@@ -1,5 +1,7 @@
 # ImageNet-1K (1000 classes; 1,281,167 train / 50,000 val images) with the
-# paper's recipe at 224 px (mmpretrain's ImageNet class).
+# paper's recipe at 224 px (mmpretrain's ImageNet class): the data half of
+# every 224 px config (the transfer datasets inherit it and name their own
+# dataset).
 # data_root = data/imagenet, either layout of mmpretrain's ImageNet:
 #   data/imagenet/train/n01440764/*.JPEG ...   (1000 wnid folders)
 #   data/imagenet/val/n01440764/*.JPEG ...     (val sorted into wnid folders)
@@ -7,12 +9,16 @@
 # ("relative/path.JPEG label" lines).
 # Batch: 64 per GPU x 64 GPUs = 4096 in total (the paper's batch); the
 # schedule's auto_scale_lr scales the lr to GPUs x batch_size.
-# Normalisation, test pipeline, evaluation loader and metric:
-# imagenet-eval_common.py.
-_base_ = ['./imagenet-eval_common.py']
-
 dataset_type = 'ImageNet'
 data_root = 'data/imagenet'
+
+data_preprocessor = dict(
+    num_classes=1000,
+    # ImageNet mean/std (RGB); the pipeline yields BGR, to_rgb flips it.
+    mean=[123.675, 116.28, 103.53],
+    std=[58.395, 57.12, 57.375],
+    to_rgb=True,
+)
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
@@ -24,6 +30,19 @@ train_pipeline = [
     ),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='ColorJitter', brightness=0.4, contrast=0.4, saturation=0.4),
+    dict(type='PackInputs'),
+]
+# Center crop 0.9: shorter side to 224 / 0.9 = 249, then the central 224.
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(
+        type='ResizeEdge',
+        scale=249,
+        edge='short',
+        backend='pillow',
+        interpolation='bicubic',
+    ),
+    dict(type='CenterCrop', crop_size=224),
     dict(type='PackInputs'),
 ]
 
@@ -38,16 +57,19 @@ train_dataloader = dict(
     ),
     sampler=dict(type='DefaultSampler', shuffle=True),
 )
-# Validation and test: the evaluation loader on the val split.
+# Validation and test on the val split.
 val_dataloader = dict(
-    _base_.test_dataloader,
+    batch_size=128,
+    num_workers=8,
     dataset=dict(
-        _base_.test_dataloader.dataset,
         type=dataset_type,
         data_root=data_root,
         split='val',
         test_mode=True,
+        pipeline=test_pipeline,
     ),
+    sampler=dict(type='DefaultSampler', shuffle=False),
 )
-val_evaluator = _base_.test_evaluator
+val_evaluator = dict(type='Accuracy', topk=(1, 5))
 test_dataloader = val_dataloader
+test_evaluator = val_evaluator

@@ -5,9 +5,10 @@
 #   data/stl10/stl10_binary/train_X.bin, train_y.bin, test_X.bin,
 #   test_y.bin (class_names.txt optional)
 # Batch: 64 per GPU x 8 GPUs = 512 in total (the paper's batch). Pipelines
-# and metric as in imagenet_bs64_lvit.py; train on the 'train' split, test on
-# 'test' (test-split_common.py).
-_base_ = ['./test-split_common.py']
+# and metric as in imagenet_bs64_lvit.py; train on the 'train' split;
+# validation and test on the 'test' split with a fresh dataset dict (the
+# class sets test_mode from its split).
+_base_ = ['./imagenet_bs64_lvit.py']
 
 dataset_type = 'STL10'
 data_root = 'data/stl10'
@@ -21,5 +22,6 @@ test_pipeline = _base_.test_pipeline[1:]
 train_dataloader = dict(dataset=dict(
     type=dataset_type, data_root=data_root, pipeline=train_pipeline))
 val_dataloader = dict(dataset=dict(
-    type=dataset_type, data_root=data_root, pipeline=test_pipeline))
+    _delete_=True, type=dataset_type, data_root=data_root, split='test',
+    pipeline=test_pipeline))
 test_dataloader = val_dataloader

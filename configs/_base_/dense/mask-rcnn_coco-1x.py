@@ -1,10 +1,10 @@
-# Mask R-CNN on a linear ViT-B/16 with a simple feature pyramid, COCO 1x
+# The recipe of the ViT-B Mask R-CNN configs (their model:
+# ../models/dense/mask-rcnn_lvit-b_simple-fpn.py, listed next to it), COCO 1x
 # (12 epochs, steps at 8 and 11, 500 warm-up iterations) with the optimiser
 # of ViTDet's ViT-B (Li et al. 2022, arXiv:2203.16527): AdamW lr 1e-4,
 # weight decay 0.1 but none on biases and norms, layer-wise lr decay 0.7;
 # batch 16 = 8 x 2.
 _base_ = [
-    '../models/dense/mask-rcnn_lvit-b_simple-fpn.py',
     'mmdet::_base_/datasets/coco_instance.py',
     'mmdet::_base_/schedules/schedule_1x.py',
     'mmdet::_base_/default_runtime.py',

@@ -1,9 +1,10 @@
-# UperNet on a linear ViT-B/16, ADE20K 512 x 512, 160k iterations: the
-# recipe of MMSegmentation's MAE ViT-B UperNet (AdamW lr 1e-4, weight decay
-# 0.05 but none on biases and norms, layer-wise lr decay 0.65, 1500 warm-up
-# iterations then linear decay to 0; batch 16 = 8 x 2).
+# The recipe of the ViT-B UperNet configs (their model:
+# ../models/dense/upernet_lvit-b.py, listed next to it), ADE20K 512 x 512,
+# 160k iterations: the recipe of MMSegmentation's MAE ViT-B UperNet (AdamW
+# lr 1e-4, weight decay 0.05 but none on biases and norms, layer-wise lr
+# decay 0.65, 1500 warm-up iterations then linear decay to 0; batch 16 =
+# 8 x 2).
 _base_ = [
-    '../models/dense/upernet_lvit-b.py',
     'mmseg::_base_/datasets/ade20k.py',
     'mmseg::_base_/default_runtime.py',
     'mmseg::_base_/schedules/schedule_160k.py',

@@ -1,9 +1,4 @@
-# deit-s_mlpcopy-distill.py on Oxford-IIIT Pets: the dataset, the 600-epoch
-# transfer schedule and a 37-class head. A leaf config sets the operator.
-_base_ = [
-    './deit-s_mlpcopy-distill.py',
-    '../datasets/pets_lvit.py',
-    '../schedules/lvit_transfer-600e.py',
-]
-
-model = dict(student=dict(head=dict(num_classes=37)))
+# The DeiT-S transfer recipe on this dataset for configs that set their own
+# operator and architecture (tools/convert.py writes such configs): the grid's
+# GLA config, whose student and teacher they replace.
+_base_ = ['../../lvit/deit-s_gla_mlpcopy-distill_pets.py']

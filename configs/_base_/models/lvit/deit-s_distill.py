@@ -1,10 +1,46 @@
-# Linear DeiT-S student distilled from a frozen softmax DeiT-S teacher
-# (as deit-b_distill.py, at DeiT-S width, without drop path). Set
-# model.teacher_checkpoint to the softmax DeiT-S checkpoint.
-_base_ = ['./deit-b_distill.py']
-
+# Linear DeiT-S student (224 px, patch 16; DeiT-S's shapes and state-dict
+# names, no drop path, GatedLinearAttention by default: set
+# model.student.backbone.attn_cfg) distilled from the frozen softmax DeiT-S
+# teacher: loss = task + 50 * mean over blocks of MSE(student, teacher
+# attention-module outputs). Set model.teacher_checkpoint to the softmax
+# checkpoint (mmpretrain, timm .pth/.safetensors, official DeiT, ...).
+# The teacher is the softmax ViT of the student's shapes with the same head,
+# only run by the distiller (no drop path, no init).
 model = dict(
+    type='AttentionDistiller',
     student=dict(
-        backbone=dict(arch='deit-small', drop_path_rate=0.),
-        head=dict(in_channels=384)),
-    teacher=dict(backbone=dict(arch='deit-small'), head=dict(in_channels=384)))
+        type='ImageClassifier',
+        backbone=dict(
+            type='LinearVisionTransformer',
+            arch='deit-small',
+            img_size=224,
+            patch_size=16,
+            drop_path_rate=0.0,
+            attn_cfg=dict(type='GatedLinearAttention')),
+        neck=None,
+        head=dict(
+            type='VisionTransformerClsHead',
+            num_classes=1000,
+            in_channels=384,
+            loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1,
+                      mode='original')),
+        init_cfg=[
+            dict(type='TruncNormal', layer='Linear', std=.02),
+            dict(type='Constant', layer='LayerNorm', val=1., bias=0.),
+        ]),
+    teacher=dict(
+        type='ImageClassifier',
+        backbone=dict(
+            type='VisionTransformer',
+            arch='deit-small',
+            img_size=224,
+            patch_size=16),
+        neck=None,
+        head=dict(
+            type='VisionTransformerClsHead',
+            num_classes=1000,
+            in_channels=384,
+            loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1,
+                      mode='original'))),
+    teacher_checkpoint=None,
+    distill_losses=[dict(type='AttentionOutputMSE', loss_weight=50.)])

@@ -1,8 +1,0 @@
-# vit-b_random_in1k.py with the classifier initialised from a softmax DeiT-B
-# checkpoint: FullCopy (every shape-matching weight copied). Set it with
-# --cfg-options custom_hooks.0.checkpoint=PATH.
-_base_ = ['./vit-b_random_in1k.py']
-
-custom_hooks = [
-    dict(type='SoftmaxToLinearInitHook', checkpoint=None, setting='FullCopy'),
-]
