@@ -137,8 +137,11 @@ def tag_conversion_groups(
         if param.requires_grad:
             counts[tag] += 1
     for scheduler in _schedulers(param_schedulers):
-        if scheduler.param_name == 'lr' and (
-            scheduler.optimizer.param_groups is groups
+        # A scheduler's groups are the optimizer's, in order (the wrapper
+        # may append its base settings after them).
+        if scheduler.param_name == 'lr' and scheduler.optimizer in (
+            optim_wrapper,
+            optim_wrapper.optimizer,
         ):
             for index, mult in scaled.items():
                 scheduler.base_values[index] *= mult

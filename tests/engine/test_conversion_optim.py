@@ -173,7 +173,13 @@ def test_the_schedule_keeps_the_multiplier(
 ):
     schedule = [
         dict(type='LinearLR', start_factor=0.1, by_epoch=False, end=2),
-        dict(type='CosineAnnealingLR', by_epoch=False, begin=2, T_max=4),
+        dict(
+            type='CosineAnnealingLR',
+            by_epoch=False,
+            begin=2,
+            T_max=4,
+            eta_min_ratio=0.1,  # eta_min follows each group's base lr
+        ),
     ]
     default, _ = train(
         repo_root, tmp_path / 'a', teacher_ckpt, schedule=schedule, iters=5
