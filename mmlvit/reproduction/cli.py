@@ -72,6 +72,18 @@ def set_threads(args) -> None:
     torch.set_num_threads(args.threads)
 
 
+def results_to_report(out: str, result_type: type) -> list:
+    """The results in the CSV ``out`` (read as ``result_type``).
+
+    Raises:
+        SystemExit: The CSV holds none (or does not exist).
+    """
+    results = read_results(out, result_type)
+    if not results:
+        raise SystemExit(f'No results in {out}.')
+    return results
+
+
 def run_missing(args, runs, result_type, train_and_test, context) -> None:
     """Train and test the runs of ``runs`` whose key the CSV ``args.out``
     does not hold (read as ``result_type``), ``args.jobs`` at a time with

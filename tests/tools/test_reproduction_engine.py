@@ -12,7 +12,7 @@ from mmlvit.reproduction import configs, figures, records, runner, summary
 from mmlvit.reproduction.classification import cli as classification_cli
 from mmlvit.reproduction.classification import runner as classification
 from mmlvit.reproduction.classification.records import RunResult
-from mmlvit.reproduction.cli import run_missing
+from mmlvit.reproduction.cli import results_to_report, run_missing
 from mmlvit.reproduction.dense import cli as dense_cli
 from mmlvit.reproduction.dense import runner as dense
 from mmlvit.reproduction.dense.records import DenseResult
@@ -111,6 +111,14 @@ def test_only_the_runs_missing_from_the_csv_are_trained(tmp_path, capsys):
     assert '1 of 3 runs already in' in capsys.readouterr().out
     back = records.read_results(path, ToyResult)
     assert [r.run for r in back] == runs and back[0].score == 5.0
+
+
+def test_a_report_needs_results(tmp_path):
+    path = str(tmp_path / 'none.csv')
+    with pytest.raises(SystemExit, match=f'No results in {path}.'):
+        results_to_report(path, ToyResult)
+    records.append_result(path, ToyResult(ToyRun('a', False, 1.0, 0), 2.0))
+    assert [r.score for r in results_to_report(path, ToyResult)] == [2.0]
 
 
 # The committed results: each CSV, the task's result record, the command

@@ -47,7 +47,13 @@ import os.path as osp
 
 from mmlvit.models.losses import PAPER_DISTILL_WEIGHT
 
-from ..cli import add_grid_options, enter_repository, run_missing, set_threads
+from ..cli import (
+    add_grid_options,
+    enter_repository,
+    results_to_report,
+    run_missing,
+    set_threads,
+)
 from ..configs import (
     DEFAULT_TEACHER,
     DISTILL_SUFFIX,
@@ -148,9 +154,7 @@ def main(argv=None):
     enter_repository(args, 'out', 'work_root', 'teacher')
     figure = osp.splitext(args.out)[0] + '.png'
     if args.report:
-        results = read_results(args.out, RunResult)
-        if not results:
-            raise SystemExit(f'No results in {args.out}.')
+        results = results_to_report(args.out, RunResult)
         print_markdown(results)
         plot_results(results, figure)
         return results

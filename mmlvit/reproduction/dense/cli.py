@@ -31,10 +31,15 @@ Example (the committed grid, about an hour on 2 cores):
 import argparse
 import os.path as osp
 
-from ..cli import add_grid_options, enter_repository, run_missing, set_threads
+from ..cli import (
+    add_grid_options,
+    enter_repository,
+    results_to_report,
+    run_missing,
+    set_threads,
+)
 from ..configs import DEFAULT_TEACHER
 from ..data import add_layout_options
-from ..records import read_results
 from ..runner import MissingTeacherError
 from ..summary import teacher_line
 from . import runner
@@ -100,9 +105,7 @@ def task_epochs(entries, tasks, parser):
 def report(out):
     """Write the Markdown tables and the plot next to the CSV ``out`` and
     print the tables; return the results."""
-    results = read_results(out, DenseResult)
-    if not results:
-        raise SystemExit(f'No results in {out}.')
+    results = results_to_report(out, DenseResult)
     stem = osp.splitext(out)[0]
     text = markdown(results)
     with open(stem + '.md', 'w') as f:
