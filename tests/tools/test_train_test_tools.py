@@ -240,24 +240,35 @@ def test_mim_train_non_editable_install(
         PYTHONPATH=str(site),
         PATH=osp.dirname(python) + os.pathsep + os.environ['PATH'],
     )
-    data = dict(data_root=fashion_mnist_root)
-    log = run(
-        [
-            'mim',
-            'train',
-            'mmlvit',
-            osp.join(repo_root, TINY),
-            '--work-dir',
-            str(tmp_path / 'work'),
-            '--cfg-options',
-            *[
-                f'{split}_dataloader.dataset.data_root={data["data_root"]}'
-                for split in ('train', 'val', 'test')
-            ],
-        ],
-        tmp_path,
-        env=env,
-    )
+    # Two iterations of one batch, data from the checkout.
+    options = [
+        f'{split}_dataloader.dataset.data_root={fashion_mnist_root}'
+        for split in ('train', 'val', 'test')
+    ] + [
+        'train_dataloader.dataset.indices=32',
+        'train_dataloader.batch_size=32',
+        'val_dataloader.dataset.indices=32',
+        'train_cfg.max_epochs=2',
+    ]
+
+    def mim_train(config, work_dir):
+        return run(
+            ['mim', 'train', 'mmlvit', str(config), '--work-dir']
+            + [str(work_dir), '--cfg-options', *options],
+            tmp_path,
+            env=env,
+        )
+
+    log = mim_train(osp.join(repo_root, TINY), tmp_path / 'work')
     assert f'{site}/mmlvit/.mim/tools/train.py' in log
-    assert 'Epoch(train) [2][4/4]' in log
+    assert 'Epoch(train) [2][1/1]' in log
     assert (tmp_path / 'work' / 'epoch_2.pth').is_file()
+    # The installed package's own distillation config: its teacher is the
+    # package's shipped checkpoint.
+    shipped = site / 'mmlvit' / '.mim'
+    config = 'fashion_mnist/vit-tiny-p4_gla_copy-distill_fashion-mnist-5k.py'
+    log = mim_train(shipped / 'configs' / config, tmp_path / 'distill')
+    teacher = shipped / 'checkpoints' / 'vit-tiny-p4_softmax_fashion-mnist.pth'
+    assert str(teacher) in log
+    assert 'Epoch(train) [2][1/1]' in log
+    assert (tmp_path / 'distill' / 'epoch_2.pth').is_file()
