@@ -15,7 +15,6 @@ groups' learning rate to 0 for the first iterations. The init setting is
 stated once, on the hook, and the groups follow the very plan it copies by.
 """
 
-import logging
 from collections.abc import Callable
 
 import torch.nn as nn
@@ -75,13 +74,11 @@ class ConversionAwareOptimWrapperConstructor(DefaultOptimWrapperConstructor):
             True: float(paramwise_cfg.pop('copied_lr_mult', 1.0)),
             False: float(paramwise_cfg.pop('fresh_lr_mult', 1.0)),
         }
-        if paramwise_cfg.pop('init', None) is not None:
-            print_log(
-                'ConversionAwareOptimWrapperConstructor: '
-                'paramwise_cfg.init is ignored (remove it): the groups '
-                "follow SoftmaxToLinearInitHook's setting.",
-                logger='current',
-                level=logging.WARNING,
+        if 'init' in paramwise_cfg:
+            raise ValueError(
+                'ConversionAwareOptimWrapperConstructor: remove '
+                'paramwise_cfg.init; the groups follow the setting of '
+                'SoftmaxToLinearInitHook, stated once in custom_hooks.'
             )
         # A non-empty paramwise_cfg makes the default constructor give
         # every parameter its own group.

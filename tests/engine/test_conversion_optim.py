@@ -95,7 +95,7 @@ def test_groups_match_the_copy_report_and_fresh_lr_is_scaled(
         repo_root,
         tmp_path,
         teacher_ckpt,
-        paramwise=dict(fresh_lr_mult=10.0, init=dict(setting='MLPCopy')),
+        paramwise=dict(fresh_lr_mult=10.0),
         freeze=2,
     )
     report = plan_init(
@@ -154,18 +154,17 @@ def test_groups_follow_the_hooks_setting(
     assert {n for n, c in tags.items() if c} == copied
 
 
-def test_an_init_in_paramwise_cfg_is_ignored(
+def test_an_init_in_paramwise_cfg_is_refused(
     repo_root, tmp_path, teacher_ckpt, fashion_mnist_root
 ):
-    runner, _ = train(
-        repo_root,
-        tmp_path,
-        teacher_ckpt,
-        paramwise=dict(init=dict(setting='FullCopy')),
-        iters=1,
-    )
-    copied = {n for n, c in copied_tags(runner).items() if c}
-    assert copied and all('.ffn.' in k for k in copied)  # the hook's MLPCopy
+    with pytest.raises(ValueError, match='remove paramwise_cfg.init'):
+        train(
+            repo_root,
+            tmp_path,
+            teacher_ckpt,
+            paramwise=dict(init=dict(setting='MLPCopy')),
+            iters=1,
+        )
 
 
 def test_the_schedule_keeps_the_multiplier(
