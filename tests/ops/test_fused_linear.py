@@ -3,13 +3,9 @@ and InLine: the backend choice and its errors; on CPU under Triton's
 interpreter (fused_linear_interpreter.py, in a subprocess) against float64
 references, outputs and every gradient; on CUDA at real sizes."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
+import interpreter_run
 import pytest
 import torch
 
@@ -21,9 +17,6 @@ from mmlvit.models.attentions import (
 )
 from mmlvit.ops import inline_attention, kernel_linear_attention
 from mmlvit.ops.fused_linear import BACKENDS, check_backend, use_fused
-
-INTERPRETER_SCRIPT = Path(__file__).with_name('fused_linear_interpreter.py')
-REPO_ROOT = Path(__file__).parents[2]
 
 
 def qkv(B=2, H=2, N=10, d=8, dtype=torch.float32, device='cpu'):
@@ -97,18 +90,13 @@ def test_unknown_kernel_is_named_before_any_backend():
 # --------------------------------------- the kernels, under the interpreter
 
 
+_INTERPRETER = interpreter_run.start('fused_linear_interpreter.py')
+
+
 @pytest.fixture(scope='module')
 def interpreter_report():
-    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=str(REPO_ROOT))
-    result = subprocess.run(
-        [sys.executable, str(INTERPRETER_SCRIPT)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    """The report of fused_linear_interpreter.py."""
+    return interpreter_run.report(_INTERPRETER, timeout=600)
 
 
 # Relative-error bounds: fp32 arithmetic; fp16 outputs and gradients are

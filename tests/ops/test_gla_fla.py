@@ -2,14 +2,9 @@
 Triton kernels on CPU under Triton's interpreter (fla_interpreter.py, in a
 subprocess), and on CUDA where there is a GPU."""
 
-import atexit
 import builtins
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
+import interpreter_run
 import pytest
 import torch
 from gla_inputs import inputs
@@ -18,8 +13,6 @@ import mmlvit.ops.gla.dispatch as dispatch
 import mmlvit.ops.gla.fla_backend as fla_backend
 from mmlvit.ops import bidirectional_gla
 from mmlvit.ops.gla import BACKENDS, check_backend
-
-INTERPRETER_SCRIPT = Path(__file__).with_name('fla_interpreter.py')
 
 # ----------------------------------------------------- backend choice
 
@@ -83,33 +76,13 @@ def test_missing_fla_raises_import_error(monkeypatch):
 # ------------------------------------ fla's kernels under the interpreter
 
 
-def _start_interpreter():
-    """Start fla_interpreter.py in a fresh interpreter with
-    TRITON_INTERPRET=1 (read when triton is imported) on CPU only. It is
-    started when this module is collected, so that its ~20 s of
-    single-threaded work overlap the rest of the suite; killed at exit if
-    no test read it."""
-    env = dict(os.environ, TRITON_INTERPRET='1', CUDA_VISIBLE_DEVICES='')
-    process = subprocess.Popen(
-        [sys.executable, str(INTERPRETER_SCRIPT)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    atexit.register(process.kill)
-    return process
-
-
-_INTERPRETER = _start_interpreter()
+_INTERPRETER = interpreter_run.start('fla_interpreter.py')
 
 
 @pytest.fixture(scope='module')
 def interpreted():
-    """The report of fla_interpreter.py (see :func:`_start_interpreter`)."""
-    stdout, stderr = _INTERPRETER.communicate(timeout=600)
-    assert _INTERPRETER.returncode == 0, stderr[-4000:]
-    return json.loads(stdout.strip().splitlines()[-1])['results']
+    """The report of fla_interpreter.py."""
+    return interpreter_run.report(_INTERPRETER, timeout=600)['results']
 
 
 def assert_close(report, rtol):

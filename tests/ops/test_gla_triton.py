@@ -3,21 +3,13 @@ backend choice, the kernels on CPU under Triton's interpreter against a
 float64 oracle (gla_triton_interpreter.py, in a subprocess), and at real
 sizes on CUDA against the PyTorch path."""
 
-import atexit
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
+import interpreter_run
 import pytest
 import torch
 from gla_inputs import inputs
 
 import mmlvit.ops.gla.dispatch as dispatch
 from mmlvit.ops import bidirectional_gla
-
-INTERPRETER_SCRIPT = Path(__file__).with_name('gla_triton_interpreter.py')
 
 # ----------------------------------------------------- backend choice
 
@@ -59,34 +51,13 @@ def test_auto_on_cpu_never_calls_triton(monkeypatch):
 # ------------------------------------ the kernels under the interpreter
 
 
-def _start_interpreter():
-    """Start gla_triton_interpreter.py in a fresh interpreter with
-    TRITON_INTERPRET=1 (read when triton is imported) on CPU only, when
-    this module is collected, so that its ~40 s of single-threaded work
-    overlap the rest of the suite; killed at exit if no test read it."""
-    env = dict(os.environ, TRITON_INTERPRET='1', CUDA_VISIBLE_DEVICES='')
-    env.setdefault('OMP_NUM_THREADS', '1')
-    process = subprocess.Popen(
-        [sys.executable, str(INTERPRETER_SCRIPT)],
-        cwd=INTERPRETER_SCRIPT.parent,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    atexit.register(process.kill)
-    return process
-
-
-_INTERPRETER = _start_interpreter()
+_INTERPRETER = interpreter_run.start('gla_triton_interpreter.py')
 
 
 @pytest.fixture(scope='module')
 def interpreted():
     """The report of gla_triton_interpreter.py."""
-    stdout, stderr = _INTERPRETER.communicate(timeout=900)
-    assert _INTERPRETER.returncode == 0, stderr[-4000:]
-    return json.loads(stdout.strip().splitlines()[-1])['results']
+    return interpreter_run.report(_INTERPRETER, timeout=900)['results']
 
 
 def assert_close(report, rtol):
