@@ -254,7 +254,12 @@ def test_cli_passes_items_and_scale_to_the_generator(
     # 34 px items (28 x 1.2): the visible box fits in them.
     assert all(max(a['bbox'][2:]) <= 34 for a in coco['annotations'])
     assert dense.is_complete(
-        out, 6, 2, canvas=40, items=(1, 1), scale=(1.2, 1.2)
+        out,
+        num_train=6,
+        num_test=2,
+        canvas=40,
+        items=(1, 1),
+        scale=(1.2, 1.2),
     )
     assert not dense.prepare_dense_fashion_mnist(
         fashion_mnist_root, out, 6, 2, 40, 0, (1, 1), (1.2, 1.2)

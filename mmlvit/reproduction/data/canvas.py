@@ -117,10 +117,8 @@ def coco_instances(owner, item_labels, image_id, first_id):
 
     Parameters
     ----------
-    owner : np.ndarray
-        int, (H, W), item index or -1 (see :func:`make_canvas`).
-    item_labels : np.ndarray
-        (K,) classes 0..9.
+    owner, item_labels : np.ndarray
+        As in :func:`semantic_mask`.
     image_id : int
         The canvas's COCO image id.
     first_id : int

@@ -90,9 +90,18 @@ def read_fashion_mnist(fashion_mnist_root, split):
 
 
 def _settings(
-    num_train, num_test, canvas, seed, items, scale, threshold, min_area
+    num_train=1000,
+    num_test=200,
+    canvas=128,
+    seed=0,
+    items=(2, 5),
+    scale=(1.0, 2.5),
+    threshold=16,
+    min_area=20,
 ):
-    """The arguments that determine the files, as meta.json records them."""
+    """The arguments that determine the files (those of
+    :func:`make_dense_fashion_mnist`, with its defaults), checked, as
+    meta.json records them."""
     settings = dict(
         format_version=FORMAT_VERSION,
         num_train=int(num_train),
@@ -155,23 +164,12 @@ def _png_count(folder):
     return sum(name.endswith('.png') for name in os.listdir(folder))
 
 
-def is_complete(
-    out_root,
-    num_train=1000,
-    num_test=200,
-    canvas=128,
-    seed=0,
-    items=(2, 5),
-    scale=(1.0, 2.5),
-    threshold=16,
-    min_area=20,
-):
-    """Whether ``out_root`` holds a complete set made with these arguments
-    (those of :func:`make_dense_fashion_mnist`): meta.json records them and
-    every image, mask and annotation file is present."""
-    settings = _settings(
-        num_train, num_test, canvas, seed, items, scale, threshold, min_area
-    )
+def is_complete(out_root, **settings):
+    """Whether ``out_root`` holds a complete set made with these settings
+    (the keyword arguments of :func:`make_dense_fashion_mnist`, with its
+    defaults): meta.json records them and every image, mask and annotation
+    file is present."""
+    settings = _settings(**settings)
     meta = read_meta(out_root)
     if meta is None or meta.get('settings') != settings:
         return False
@@ -189,18 +187,7 @@ def is_complete(
     return True
 
 
-def make_dense_fashion_mnist(
-    fashion_mnist_root,
-    out_root,
-    num_train=1000,
-    num_test=200,
-    canvas=128,
-    seed=0,
-    items=(2, 5),
-    scale=(1.0, 2.5),
-    threshold=16,
-    min_area=20,
-):
+def make_dense_fashion_mnist(fashion_mnist_root, out_root, **settings):
     """Write the dense data set (layout in the module docstring).
 
     The same arguments give byte-identical files. Canvas ``i`` of a split
@@ -215,7 +202,7 @@ def make_dense_fashion_mnist(
         Folder of the extracted Fashion-MNIST IDX files.
     out_root : str
         Output folder (created if missing).
-    num_train, num_test : int
+    num_train, num_test : int, keyword-only
         Canvases per split. Defaults to 1000 and 200.
     canvas : int
         Side of the square canvases in pixels. Defaults to 128; at least the
@@ -241,9 +228,8 @@ def make_dense_fashion_mnist(
         source folder), ``classes`` and per split the number of ``images``
         and ``instances``.
     """
-    settings = _settings(
-        num_train, num_test, canvas, seed, items, scale, threshold, min_area
-    )
+    settings = _settings(**settings)
+    canvas = settings['canvas']
     os.makedirs(out_root, exist_ok=True)
     meta_path = osp.join(out_root, META_FILE)
     if osp.exists(meta_path):
