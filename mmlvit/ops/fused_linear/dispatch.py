@@ -1,12 +1,10 @@
 """Which path a linear attention call takes: the fused Triton kernels or
 the PyTorch reference."""
 
-import functools
-import os
-
 import torch
 
 from ..tracing import exporting
+from ..triton_runtime import interpreting, triton_importable
 
 BACKENDS = ('auto', 'torch', 'triton')
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -22,21 +20,6 @@ def check_backend(backend):
             f'Unknown linear-attention backend {backend!r}; expected one of '
             f'{BACKENDS}.'
         )
-
-
-@functools.cache
-def triton_importable():
-    """Whether Triton imports (it ships with CUDA builds of PyTorch)."""
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _interpreting():
-    """Triton's interpreter runs kernels on CPU tensors (tests)."""
-    return os.environ.get('TRITON_INTERPRET') == '1'
 
 
 def use_fused(backend, *tensors):
@@ -55,7 +38,7 @@ def use_fused(backend, *tensors):
     device = tensors[0].device
     dtype_ok = all(t.dtype in FUSED_DTYPES for t in tensors)
     width_ok = all(t.shape[-1] <= MAX_HEAD_DIMS for t in tensors)
-    device_ok = device.type == 'cuda' or _interpreting()
+    device_ok = device.type == 'cuda' or interpreting()
     if backend == 'auto':
         usable = dtype_ok and width_ok and triton_importable()
         return device.type == 'cuda' and usable

@@ -11,12 +11,11 @@ backward: q, k, v (views of the caller's tensors, no copies) and the small
 fp32 states; the feature maps are recomputed.
 """
 
-import os
-
 import torch
 import triton
 
 from ..heads import qkv_gradients
+from ..triton_runtime import interpreting
 from . import kernels
 
 MODES = {
@@ -57,8 +56,7 @@ def _precision(dtype):
         return 'tf32'
     # Triton's interpreter multiplies bf16 wrongly: the same rounding,
     # fp32 products.
-    interpreted = os.environ.get('TRITON_INTERPRET') == '1'
-    return 'bf16-ieee' if interpreted else 'bf16'
+    return 'bf16-ieee' if interpreting() else 'bf16'
 
 
 def _unit_last_stride(t):

@@ -2,15 +2,12 @@
 the PyTorch, the fused Triton and the fla backend."""
 
 from ..tracing import exporting
+from ..triton_runtime import triton_importable
 from .arguments import check_shapes, default_scale
 from .chunk import bidirectional_gla_chunked
 from .fla_backend import bidirectional_fla
 from .traceable import bidirectional_gla_traceable
-from .triton_backend import (
-    bidirectional_triton,
-    triton_importable,
-    unsupported_reason,
-)
+from .triton_backend import bidirectional_triton, unsupported_reason
 
 BACKENDS = ('auto', 'torch', 'triton', 'fla')
 CUDA_BACKENDS = ('triton', 'fla')

@@ -12,11 +12,11 @@ pass. Fixed launch configurations, no autotuning.
 """
 
 import functools
-import os
 
 import torch
 
 from ..heads import qkv_gradients
+from ..triton_runtime import interpreting
 
 # Tokens per chunk and per sub-block (the diagonal blocks of exact decays).
 CHUNK = 64
@@ -32,16 +32,6 @@ LAUNCH = {
     'backward': dict(num_warps=4),
     'gate_grad': dict(num_warps=4),
 }
-
-
-@functools.cache
-def triton_importable():
-    """Whether Triton imports."""
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def unsupported_reason(q, v):
@@ -70,7 +60,7 @@ def _dtypes(dtype):
     }[dtype]
     # The interpreter multiplies bf16 as integers: feed it fp32 holding
     # bf16-rounded values (see triton_kernels).
-    interpreted = os.environ.get('TRITON_INTERPRET') == '1'
+    interpreted = interpreting()
     return dt, tl.float32 if interpreted and dt == tl.bfloat16 else dt
 
 
