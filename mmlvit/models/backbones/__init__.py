@@ -1,5 +1,6 @@
 from .linear_encoder_layer import LinearTransformerEncoderLayer
-from .linear_vit import LinearVisionTransformer, sincos_position_embedding
+from .linear_vit import LinearVisionTransformer
+from .position_embedding import sincos_position_embedding
 
 __all__ = [
     'LinearTransformerEncoderLayer',
