@@ -11,11 +11,7 @@ model = dict(
         patch_size=4,
         in_channels=1,
         drop_rate=0.,
-        drop_path_rate=0.,
-        init_cfg=[
-            dict(type='TruncNormal', layer='Linear', std=.02),
-            dict(type='Constant', layer='LayerNorm', val=1., bias=0.),
-        ]),
+        drop_path_rate=0.),
     neck=None,
     head=dict(
         type='VisionTransformerClsHead',
@@ -24,4 +20,10 @@ model = dict(
         loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1,
                   mode='original'),
         init_cfg=[dict(type='TruncNormal', layer='Linear', std=.02)]),
+    # On the classifier, not the backbone: a child config can then load the
+    # backbone with a plain dict (init_cfg=dict(type='Pretrained', ...)).
+    init_cfg=[
+        dict(type='TruncNormal', layer='Linear', std=.02),
+        dict(type='Constant', layer='LayerNorm', val=1., bias=0.),
+    ],
 )
