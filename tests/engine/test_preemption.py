@@ -66,7 +66,8 @@ def test_sigterm_saves_a_checkpoint_and_resume_finishes_identically(
     assert found, log[-3000:]
     name, step, epoch, batch, path = found.groups()
     step, epoch, batch = int(step), int(epoch), int(batch)
-    assert name == 'SIGTERM' and step > 6 and step == (epoch - 1) * 4 + batch
+    # The iteration logged before the signal, or a later one.
+    assert name == 'SIGTERM' and step >= 6 and step == (epoch - 1) * 4 + batch
     assert path == str(work_dir / f'iter_{step}.pth')
     saved = load_checkpoint_file(path)
     assert saved['meta']['epoch'] == epoch - 1
