@@ -4,9 +4,11 @@ from .freeze_copied import FreezeCopiedHook
 from .init_hook import SoftmaxToLinearInitHook
 from .mhla_clamp import MHLAMixingClampHook
 from .random_state import RandomStateHook
+from .stages import ConversionStagesHook
 from .strict_load import StrictLoadHook
 
 __all__ = [
+    'ConversionStagesHook',
     'DistillLossDecayHook',
     'FreezeCopiedHook',
     'MHLAMixingClampHook',

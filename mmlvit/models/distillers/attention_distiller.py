@@ -68,6 +68,8 @@ class AttentionDistiller(BaseModel):
         softmax_checkpoint (SoftmaxCheckpoint): The teacher's checkpoint.
         distill_scale (float): Multiplies ``loss_distill``; 1 unless a
             schedule hook (``DistillLossDecayHook``) changes it.
+        task_scale (float): Multiplies the student's own losses; 1 unless
+            a hook (``ConversionStagesHook``) turns them off.
     """
 
     def __init__(
@@ -110,6 +112,7 @@ class AttentionDistiller(BaseModel):
                 registry.build(cfg) for cfg in distill_losses
             )
         self.distill_scale = 1.0
+        self.task_scale = 1.0
 
         student_attns = attention_modules(self.student, 'student')
         teacher_attns = attention_modules(self.teacher, 'teacher')
@@ -212,7 +215,9 @@ class AttentionDistiller(BaseModel):
             task_losses = self.student.loss(inputs, data_samples)
 
         losses = {
-            ('loss_task' if k == 'loss' else k): v
+            ('loss_task' if k == 'loss' else k): (
+                self.task_scale * v if 'loss' in k else v
+            )
             for k, v in task_losses.items()
         }
         distill = 0.0

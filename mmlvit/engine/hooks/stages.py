@@ -1,0 +1,242 @@
+"""Staged conversion runs: which losses count and which student parameters
+train, switched at stage boundaries within one run."""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mmengine.hooks import Hook
+from mmengine.model import is_model_wrapper
+from mmengine.runner import EpochBasedTrainLoop
+from mmpretrain.registry import HOOKS
+
+if TYPE_CHECKING:
+    from mmengine.runner import Runner
+
+UNITS = ('epochs', 'iters')
+STAGE_KEYS = {*UNITS, 'losses', 'task_loss', 'trainable', 'frozen'}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a staged run (see :class:`ConversionStagesHook`)."""
+
+    length: int
+    losses: dict[str, float]
+    task_weight: float
+    trainable: tuple[str, ...] | None
+    frozen: tuple[str, ...]
+
+    def trains(self, name: str) -> bool:
+        """Whether the student parameter ``name`` trains in this stage."""
+        picked = self.trainable is None or any(
+            fragment in name for fragment in self.trainable
+        )
+        return picked and not any(fragment in name for fragment in self.frozen)
+
+
+def parse_stage(number: int, cfg: dict) -> tuple[str, Stage]:
+    """The length unit (``'epochs'`` or ``'iters'``) and :class:`Stage` of
+    the stage config ``cfg``, the ``number``-th (from 1)."""
+    where = f'ConversionStagesHook: stage {number}'
+    unknown = set(cfg) - STAGE_KEYS
+    if unknown:
+        raise ValueError(
+            f'{where} has unknown keys {sorted(unknown)}; a stage takes '
+            f'{sorted(STAGE_KEYS)}.'
+        )
+    units = [unit for unit in UNITS if unit in cfg]
+    if len(units) != 1:
+        raise ValueError(f'{where} needs exactly one of epochs= or iters=.')
+    length = cfg[units[0]]
+    if not isinstance(length, int) or length < 1:
+        raise ValueError(f'{where}: {units[0]}={length!r} is not >= 1.')
+    task_loss = cfg.get('task_loss', True)
+    if not isinstance(task_loss, (bool, int, float)) or task_loss < 0:
+        raise ValueError(
+            f'{where}: task_loss={task_loss!r} is neither a bool nor a '
+            'weight >= 0.'
+        )
+    trainable = cfg.get('trainable')
+    stage = Stage(
+        length=length,
+        losses={name: float(w) for name, w in cfg.get('losses', {}).items()},
+        task_weight=float(task_loss),
+        trainable=None if trainable is None else tuple(trainable),
+        frozen=tuple(cfg.get('frozen', ())),
+    )
+    return units[0], stage
+
+
+@HOOKS.register_module()
+class ConversionStagesHook(Hook):
+    """Run a conversion in stages, each with its own losses, trainable
+    student parameters and length.
+
+    Each stage is a dict:
+
+    - ``epochs`` or ``iters`` (int): its length. All stages use the same
+      unit; together they span the whole run (``train_cfg.max_epochs`` or
+      the run's total iterations). ``epochs`` needs an epoch-based loop.
+    - ``losses`` (dict[str, float]): ``loss_weight`` of distillation losses
+      by type name. The losses must be in ``model.distill_losses`` from the
+      start (with weight 0 where a later stage turns them on); losses a stage
+      does not name keep their weight from the config.
+    - ``task_loss`` (bool | float): whether the student's own loss counts,
+      or its weight. Defaults to True.
+    - ``trainable`` (list[str], optional): name fragments of the student
+      parameters that train, e.g. ``['attn']``; a parameter matches when a
+      fragment occurs in its name relative to the student
+      (``backbone.layers.0.attn.qkv.weight``). Defaults to all of them.
+    - ``frozen`` (list[str]): fragments of parameters that do not train,
+      e.g. ``['ffn']``; applied after ``trainable``.
+
+    The stage follows from the loop's epoch (or iteration) alone, set before
+    each training epoch (or iteration), so a run resumed inside stage k is
+    in stage k. Parameters outside the stage's trainable set get
+    ``requires_grad=False``: they stay in the optimizer, get no gradient and
+    so no update (AdamW skips them, weight decay included). Parameters the
+    model itself froze stay frozen. Under DDP, set
+    ``model_wrapper_cfg=dict(type='MMDistributedDataParallel',
+    find_unused_parameters=True)``.
+
+    Args:
+        stages (list[dict]): The stages, in order.
+    """
+
+    priority = 'NORMAL'
+
+    def __init__(self, stages: list[dict]) -> None:
+        if not stages:
+            raise ValueError('ConversionStagesHook needs at least one stage.')
+        parsed = [parse_stage(k, cfg) for k, cfg in enumerate(stages, 1)]
+        units = {unit for unit, _ in parsed}
+        if len(units) > 1:
+            raise ValueError(
+                'ConversionStagesHook: give every stage its length in the '
+                'same unit (all epochs= or all iters=).'
+            )
+        (self.unit,) = units
+        self.stages = [stage for _, stage in parsed]
+        self._current = None
+
+    def before_train(self, runner: 'Runner') -> None:
+        """Check the stages against the model and the loop."""
+        distiller = self._distiller(runner)
+        self._check_length(runner)
+        self._losses = self._losses_by_name(distiller)
+        self._base_weights = {
+            name: loss.loss_weight for name, loss in self._losses.items()
+        }
+        self._params = {
+            name: param
+            for name, param in distiller.student.named_parameters()
+            if param.requires_grad
+        }
+        for number, stage in enumerate(self.stages, 1):
+            self._check_stage(number, stage)
+        self._current = None
+
+    def before_train_epoch(self, runner: 'Runner') -> None:
+        if self.unit == 'epochs':
+            self._enter(runner, self.stage_at(runner.epoch))
+
+    def before_train_iter(
+        self, runner: 'Runner', batch_idx: int, data_batch=None
+    ) -> None:
+        if self.unit == 'iters':
+            self._enter(runner, self.stage_at(runner.iter))
+
+    def stage_at(self, position: int) -> int:
+        """The index of the stage that epoch (or iteration) ``position``
+        (from 0) belongs to."""
+        end = 0
+        for index, stage in enumerate(self.stages):
+            end += stage.length
+            if position < end:
+                return index
+        return len(self.stages) - 1
+
+    def _enter(self, runner: 'Runner', index: int) -> None:
+        if index == self._current:
+            return
+        stage = self.stages[index]
+        weights = {**self._base_weights, **stage.losses}
+        for name, loss in self._losses.items():
+            loss.loss_weight = weights[name]
+        self._distiller(runner).task_scale = stage.task_weight
+        for name, param in self._params.items():
+            param.requires_grad_(stage.trains(name))
+        self._current = index
+        start = sum(s.length for s in self.stages[:index]) + 1
+        trained = sum(stage.trains(name) for name in self._params)
+        runner.logger.info(
+            f'stage {index + 1}/{len(self.stages)}: {self.unit} {start}-'
+            f'{start + stage.length - 1}, task loss x{stage.task_weight:g}, '
+            + ', '.join(f'{n}={w:g}' for n, w in weights.items())
+            + f', {trained}/{len(self._params)} student parameter tensors '
+            'train'
+        )
+
+    def _check_stage(self, number: int, stage: Stage) -> None:
+        where = f'ConversionStagesHook: stage {number}'
+        for name in stage.losses:
+            if name not in self._losses:
+                raise ValueError(
+                    f'{where} sets the weight of {name}, which is not in '
+                    f'model.distill_losses ({", ".join(self._losses)}). A '
+                    'stage only changes weights: add '
+                    f"dict(type='{name}', loss_weight=0.0) to "
+                    'model.distill_losses.'
+                )
+        for fragment in (*(stage.trainable or ()), *stage.frozen):
+            if not any(fragment in name for name in self._params):
+                raise ValueError(
+                    f"{where}: '{fragment}' matches no trainable student "
+                    'parameter name.'
+                )
+        if not any(stage.trains(name) for name in self._params):
+            raise ValueError(f'{where} trains no student parameter.')
+        weights = {**self._base_weights, **stage.losses}
+        if stage.task_weight == 0 and not any(weights.values()):
+            raise ValueError(f'{where} has every loss weighted 0.')
+
+    def _check_length(self, runner: 'Runner') -> None:
+        total = sum(stage.length for stage in self.stages)
+        if self.unit == 'epochs':
+            if not isinstance(runner.train_loop, EpochBasedTrainLoop):
+                raise ValueError(
+                    'ConversionStagesHook: stages in epochs need an '
+                    'epoch-based loop; give them in iters= instead.'
+                )
+            expected, setting = runner.max_epochs, 'train_cfg.max_epochs'
+        else:
+            expected, setting = runner.max_iters, 'the total iterations'
+        if total != expected:
+            raise ValueError(
+                f'ConversionStagesHook: the stages last {total} {self.unit} '
+                f'but {setting} is {expected}: make them add up.'
+            )
+
+    @staticmethod
+    def _losses_by_name(distiller) -> dict:
+        losses = {}
+        for loss in distiller.distill_losses:
+            name = type(loss).__name__
+            if name in losses:
+                raise ValueError(
+                    f'ConversionStagesHook: model.distill_losses holds '
+                    f'{name} twice, so a stage cannot name one of them.'
+                )
+            losses[name] = loss
+        return losses
+
+    @staticmethod
+    def _distiller(runner: 'Runner'):
+        model = runner.model
+        model = model.module if is_model_wrapper(model) else model
+        if not hasattr(model, 'task_scale'):
+            raise TypeError(
+                'ConversionStagesHook needs an AttentionDistiller model, got '
+                f'{type(model).__name__}.'
+            )
+        return model
