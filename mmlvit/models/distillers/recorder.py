@@ -1,12 +1,12 @@
 """Recording what a model's modules see and return during one forward pass.
 
 What can be recorded is a table: :data:`PROBES` maps a name (``outputs``,
-``inputs``, ``logits``) to a :class:`Probe` that says which module to hook
-(per block, or one for the model) and what to keep from its call. A
-distillation loss names the tensors it reads in its ``records`` class
-attribute; the distiller records the union of its losses' names. A loss
-that needs something new adds a probe to the table under a new name (next
-to the loss), and reads it as ``recording.<name>``.
+``inputs``, ``features``, ``logits``) to a :class:`Probe` that says which
+module to hook (per block, or one for the model) and what to keep from its
+call. A distillation loss names the tensors it reads in its ``records``
+class attribute; the distiller records the union of its losses' names. A
+loss that needs something new adds a probe to the table under a new name
+(next to the loss), and reads it as ``recording.<name>``.
 """
 
 from collections.abc import Callable, Iterable
@@ -44,7 +44,8 @@ def _head(classifier, block, role):
     head = getattr(classifier, 'head', None)
     if head is None:
         raise ValueError(
-            f'The {role} has no head, but a distillation loss compares logits.'
+            f'The {role} has no head, but a distillation loss reads its '
+            'input (features) or output (logits).'
         )
     return head
 
@@ -81,6 +82,12 @@ PROBES: dict[str, Probe] = {
     'inputs': Probe(
         lambda model, i, role: attention_modules(model, role)[i],
         lambda args, kwargs, output: (args, kwargs),
+    ),
+    # (B, C) as a linear head sees it: the last of the features the head is
+    # called with (the backbone's class token or pooled patches, or the
+    # neck's output).
+    'features': Probe(
+        _head, lambda args, kwargs, output: args[0][-1], per_block=False
     ),
     # (B, K): the head's output.
     'logits': Probe(

@@ -5,6 +5,7 @@ from .distill_base import (
     DistillLoss,
     registered_distill_losses,
 )
+from .feature_alignment import FinalFeatureAlignment
 from .logit_kd import LogitKD
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     'AttentionOutputMSE',
     'BlockwiseDistillLoss',
     'DistillLoss',
+    'FinalFeatureAlignment',
     'LogitKD',
     'registered_distill_losses',
 ]
