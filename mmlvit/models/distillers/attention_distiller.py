@@ -17,6 +17,14 @@ from .teacher import load_teacher_weights
 __all__ = ['AttentionDistiller', 'load_teacher_weights']
 
 
+def _scaled(loss, scale):
+    """A task loss times ``scale``: a tensor, or a list of tensors (a
+    detector's per-level losses)."""
+    if isinstance(loss, (list, tuple)):
+        return [scale * item for item in loss]
+    return scale * loss
+
+
 @MODELS.register_module()
 class AttentionDistiller(BaseModel):
     """Train a student classifier with block-wise distillation from a frozen
@@ -216,7 +224,7 @@ class AttentionDistiller(BaseModel):
 
         losses = {
             ('loss_task' if k == 'loss' else k): (
-                self.task_scale * v if 'loss' in k else v
+                _scaled(v, self.task_scale) if 'loss' in k else v
             )
             for k, v in task_losses.items()
         }
