@@ -17,8 +17,6 @@ import argparse
 import os
 import os.path as osp
 
-from mmengine.config import DictAction
-
 from mmlvit.engine.logs import read_config
 from mmlvit.transfer import COMPONENTS
 from mmlvit.transfer.student import (
@@ -26,6 +24,7 @@ from mmlvit.transfer.student import (
     init_student,
     save_student,
 )
+from mmlvit.utils.cli import add_cfg_options
 
 
 def parse_args(argv=None):
@@ -44,12 +43,7 @@ def parse_args(argv=None):
         required=True,
         help='where to save the initialised student (.pth)',
     )
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config entries, e.g. key=value',
-    )
+    add_cfg_options(parser)
     return parser.parse_args(argv)
 
 

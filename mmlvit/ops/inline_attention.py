@@ -9,11 +9,19 @@ keys, values q, k, v (N x d), scale s and the key/value means k_bar, v_bar::
 The map is signed and needs no eps. The linear form costs O(N d^2).
 """
 
+from torch import Tensor
+
 from .fused_linear import use_fused
 from .precision import fp32_accumulation
 
 
-def inline_attention(q, k, v, scale=None, backend='auto'):
+def inline_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    scale: float | None = None,
+    backend: str = 'auto',
+) -> Tensor:
     """Linear-time InLine attention, every token (class token included)
     counted in N.
 
@@ -41,7 +49,9 @@ def inline_attention(q, k, v, scale=None, backend='auto'):
 
 
 @fp32_accumulation(result_dtype_of='v')
-def inline_attention_reference(q, k, v, scale=None):
+def inline_attention_reference(
+    q: Tensor, k: Tensor, v: Tensor, scale: float | None = None
+) -> Tensor:
     """:func:`inline_attention` in PyTorch ops, with autocast off and the
     key-value summary and means accumulated in at least fp32; the result is
     cast back to the dtype of ``v``. Shapes as there.
@@ -56,7 +66,9 @@ def inline_attention_reference(q, k, v, scale=None):
 
 
 @fp32_accumulation(result_dtype_of='q')
-def inline_attention_map(q, k, scale=None):
+def inline_attention_map(
+    q: Tensor, k: Tensor, scale: float | None = None
+) -> Tensor:
     """The signed (B, h, N, N) map that :func:`inline_attention` applies to
     the values: ``A_ij = (s/N) q_i . k_j + (1/N) (1 - s q_i . k_bar)``.
 

@@ -14,6 +14,7 @@ implementation applies phi to the raw projections).
 """
 
 import torch.nn.functional as F
+from torch import Tensor
 
 from .fused_linear import use_fused
 from .precision import fp32_accumulation
@@ -30,7 +31,7 @@ FEATURE_MAPS = {
 }
 
 
-def check_kernel(kernel):
+def check_kernel(kernel: str) -> None:
     """Raise a ValueError naming the kernels unless ``kernel`` is one."""
     if kernel not in FEATURE_MAPS:
         raise ValueError(
@@ -39,7 +40,7 @@ def check_kernel(kernel):
         )
 
 
-def feature_map(x, kernel):
+def feature_map(x: Tensor, kernel: str) -> Tensor:
     """Apply the kernel feature map phi elementwise.
 
     Args:
@@ -54,7 +55,14 @@ def feature_map(x, kernel):
     return FEATURE_MAPS[kernel](x)
 
 
-def kernel_linear_attention(q, k, v, kernel='elu', eps=1e-6, backend='auto'):
+def kernel_linear_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    kernel: str = 'elu',
+    eps: float = 1e-6,
+    backend: str = 'auto',
+) -> Tensor:
     """Linear-time non-causal kernel attention.
 
     Two paths compute it: fused Triton kernels (:mod:`.fused_linear`; CUDA,
@@ -84,7 +92,9 @@ def kernel_linear_attention(q, k, v, kernel='elu', eps=1e-6, backend='auto'):
 
 
 @fp32_accumulation(result_dtype_of='v')
-def kernel_linear_attention_reference(q, k, v, kernel='elu', eps=1e-6):
+def kernel_linear_attention_reference(
+    q: Tensor, k: Tensor, v: Tensor, kernel: str = 'elu', eps: float = 1e-6
+) -> Tensor:
     """:func:`kernel_linear_attention` in PyTorch ops, with autocast off
     and the key-value summary, normaliser and output accumulated in at least
     fp32; the result is cast back to the dtype of ``v``. Shapes as there.
@@ -98,7 +108,9 @@ def kernel_linear_attention_reference(q, k, v, kernel='elu', eps=1e-6):
 
 
 @fp32_accumulation(result_dtype_of='q')
-def kernel_attention_map(q, k, kernel='elu', eps=1e-6):
+def kernel_attention_map(
+    q: Tensor, k: Tensor, kernel: str = 'elu', eps: float = 1e-6
+) -> Tensor:
     """The (B, h, N, N) map that :func:`kernel_linear_attention` applies to
     the values: ``diag(phi(q) phi(k)^T 1 + eps)^-1 phi(q) phi(k)^T``.
 

@@ -16,6 +16,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from .fused_linear import use_fused
 from .precision import fp32_accumulation
@@ -23,7 +24,7 @@ from .precision import fp32_accumulation
 MHLA_EPS = 1e-6
 
 
-def mhla_linear_mixing(blocks_per_side):
+def mhla_linear_mixing(blocks_per_side: int) -> Tensor:
     """The "linear" init of the block-mixing matrix.
 
     m_ij = 1 - dist(c_i, c_j) / max dist over block centres, each column
@@ -90,7 +91,11 @@ def _from_blocks(x, hw_shape, side):
     return x.reshape(B, h, H * W, d)
 
 
-def mhla_block_index(hw_shape, blocks_per_side, device=None):
+def mhla_block_index(
+    hw_shape: tuple[int, int],
+    blocks_per_side: int,
+    device: torch.device | None = None,
+) -> Tensor:
     """Block of every patch token: (H*W,) long, row-major block order."""
     H, W = hw_shape
     bh, bw = _block_shape(hw_shape, blocks_per_side)
@@ -103,7 +108,14 @@ def _kernel(x):
     return torch.relu(x) + MHLA_EPS
 
 
-def mhla_attention(q, k, v, mixing, hw_shape, backend='auto'):
+def mhla_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mixing: Tensor,
+    hw_shape: tuple[int, int],
+    backend: str = 'auto',
+) -> Tensor:
     """Block-mixed ReLU linear attention in O(N) time and memory.
 
     Two paths compute it: fused Triton kernels
@@ -134,7 +146,9 @@ def mhla_attention(q, k, v, mixing, hw_shape, backend='auto'):
 
 
 @fp32_accumulation(result_dtype_of='q')
-def mhla_attention_reference(q, k, v, mixing, hw_shape):
+def mhla_attention_reference(
+    q: Tensor, k: Tensor, v: Tensor, mixing: Tensor, hw_shape: tuple[int, int]
+) -> Tensor:
     """:func:`mhla_attention` in PyTorch ops: summaries and normalisers in
     float32 (or float64 for float64 inputs) with autocast off; the result is
     cast back to ``q.dtype``. Shapes as there.
@@ -154,7 +168,9 @@ def mhla_attention_reference(q, k, v, mixing, hw_shape):
 
 
 @fp32_accumulation()
-def mhla_attention_map(q, k, mixing, hw_shape):
+def mhla_attention_map(
+    q: Tensor, k: Tensor, mixing: Tensor, hw_shape: tuple[int, int]
+) -> Tensor:
     """The N x N map that :func:`mhla_attention` applies to the values.
 
     A_tj = W[i(t), b(j)] phi(q_t) . phi(k_j) / den_t, with den_t the

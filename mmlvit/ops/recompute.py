@@ -9,13 +9,16 @@ intermediate for backward, several times the memory of its inputs.
 op, small beside the projections around it.
 """
 
+from collections.abc import Callable
+
 import torch
+from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from .tracing import exporting
 
 
-def recomputed(fn, *args):
+def recomputed(fn: Callable, *args: Tensor) -> Tensor:
     """``fn(*args)``, its intermediates recomputed in backward when a
     gradient will be taken (plain call otherwise and while exporting).
 

@@ -10,7 +10,7 @@ function from traceable ops; outside export the default path runs unchanged.
 import torch
 
 
-def exporting():
+def exporting() -> bool:
     """True while ``torch.export`` or ``torch.onnx.export`` (either
     exporter) traces a model."""
     return torch.compiler.is_exporting() or torch.onnx.is_in_onnx_export()

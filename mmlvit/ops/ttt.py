@@ -15,13 +15,20 @@ and over the 3x3 taps of each channel of W3; learning rate 1.
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from .precision import fp32_accumulation
 
 TTT_INNER_SCALE = 9**-0.5
 
 
-def swiglu_inner_grads(k, v, w1, w2, scale=TTT_INNER_SCALE):
+def swiglu_inner_grads(
+    k: Tensor,
+    v: Tensor,
+    w1: Tensor,
+    w2: Tensor,
+    scale: float = TTT_INNER_SCALE,
+) -> tuple[Tensor, Tensor]:
     """Gradients of the SwiGLU inner loss w.r.t. W1 and W2, in closed form.
 
     With Z1 = k W1, Z2 = k W2, s = sigmoid(Z2) and E = -scale * v / N:
@@ -62,7 +69,9 @@ def _taps(x):
     ]
 
 
-def dwconv_inner_grad(k, v, scale=TTT_INNER_SCALE):
+def dwconv_inner_grad(
+    k: Tensor, v: Tensor, scale: float = TTT_INNER_SCALE
+) -> Tensor:
     """Gradient of the depthwise-conv inner loss w.r.t. the 3x3 kernel.
 
     G[c, a, b] = sum_{y, x} k_pad[c, y + a, x + b] E[c, y, x] with
@@ -88,7 +97,14 @@ def _normalised(grad, dim):
 
 
 @fp32_accumulation(result_dtype_of='q')
-def ttt_swiglu(q, k, v, w1, w2, scale=TTT_INNER_SCALE):
+def ttt_swiglu(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    w1: Tensor,
+    w2: Tensor,
+    scale: float = TTT_INNER_SCALE,
+) -> Tensor:
     """SwiGLU inner model: one step on (k, v), then applied to q.
 
     Runs in float32 (float64 for float64 inputs) with autocast off; the
@@ -111,7 +127,9 @@ def ttt_swiglu(q, k, v, w1, w2, scale=TTT_INNER_SCALE):
 
 
 @fp32_accumulation(result_dtype_of='q')
-def ttt_dwconv(q, k, v, w3, scale=TTT_INNER_SCALE):
+def ttt_dwconv(
+    q: Tensor, k: Tensor, v: Tensor, w3: Tensor, scale: float = TTT_INNER_SCALE
+) -> Tensor:
     """Depthwise 3x3 conv inner model: one step on (k, v), applied to q.
 
     Runs in float32 (float64 for float64 inputs) with autocast off; the

@@ -23,13 +23,14 @@ Examples:
 import argparse
 import os.path as osp
 
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from mmengine.runner import set_random_seed
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.diagnostics import BLOCK_METRICS
 from mmlvit.diagnostics.hybrid import measure_blocks, write_hybrid_config
+from mmlvit.utils.cli import add_cfg_options
 
 
 def parse_args(argv=None):
@@ -71,11 +72,8 @@ def parse_args(argv=None):
         '--work-dir', help='log folder of the warm-up (default: next to --out)'
     )
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config entries of the warm-up and the written config',
+    add_cfg_options(
+        parser, 'override config entries of the warm-up and the written config'
     )
     return parser.parse_args(argv)
 

@@ -30,7 +30,7 @@ import os.path as osp
 import sys
 
 import torch
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from mmengine.runner import Runner, set_random_seed
 from mmengine.utils import ProgressBar
@@ -42,6 +42,7 @@ from mmlvit.diagnostics import BLOCK_METRICS, diagnose_conversion
 from mmlvit.engine.hooks.init_hook import SoftmaxToLinearInitHook
 from mmlvit.models.distillers.attention_distiller import load_teacher_weights
 from mmlvit.transfer import setting_names
+from mmlvit.utils.cli import add_cfg_options
 
 DISTILLER = 'AttentionDistiller'
 
@@ -85,12 +86,7 @@ def parse_args(argv=None):
         help='where diagnosis.csv and diagnosis.png go',
     )
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config entries, e.g. key=value',
-    )
+    add_cfg_options(parser)
     return parser.parse_args(argv)
 
 

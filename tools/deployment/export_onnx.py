@@ -20,7 +20,6 @@ import os.path as osp
 import time
 
 import torch
-from mmengine.config import DictAction
 from mmengine.logging import MMLogger, print_log
 
 import mmlvit  # noqa: F401  (registers the operators, safe loading)
@@ -33,6 +32,7 @@ from mmlvit.deployment import (
     measure_latency,
 )
 from mmlvit.models.attentions import BaseAttention
+from mmlvit.utils.cli import add_cfg_options
 
 
 def parse_args(argv=None):
@@ -72,12 +72,7 @@ def parse_args(argv=None):
     )
     parser.add_argument('--repeats', type=int, default=10)
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config settings, as in tools/train.py',
-    )
+    add_cfg_options(parser, 'override config settings, as in tools/train.py')
     return parser.parse_args(argv)
 
 

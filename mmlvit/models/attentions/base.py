@@ -3,6 +3,7 @@
 import torch.nn as nn
 from mmengine.model import BaseModule
 from mmpretrain.registry import MODELS
+from torch import Tensor
 
 from mmlvit.ops.heads import split_qkv
 
@@ -89,16 +90,16 @@ class BaseAttention(BaseModule):
         self.proj_drop = nn.Dropout(proj_drop)
 
     @classmethod
-    def extra_qkv_dims(cls, embed_dims, num_heads):
+    def extra_qkv_dims(cls, embed_dims: int, num_heads: int) -> int:
         """Rows ``qkv`` has after the 3C standard ones (0: none)."""
         return 0
 
     @classmethod
-    def proj_in_dims(cls, embed_dims, num_heads):
+    def proj_in_dims(cls, embed_dims: int, num_heads: int) -> int:
         """Input width of ``proj`` (C: softmax's shape)."""
         return embed_dims
 
-    def split_heads(self, qkv):
+    def split_heads(self, qkv: Tensor) -> tuple[Tensor, ...]:
         """Split the standard rows of a ``qkv`` output into heads.
 
         Args:
@@ -112,16 +113,18 @@ class BaseAttention(BaseModule):
         heads = qkv[..., : 3 * C].reshape(B, N, 3, self.num_heads, -1)
         return split_qkv(heads)
 
-    def merge_heads(self, x):
+    def merge_heads(self, x: Tensor) -> Tensor:
         """(B, h, N, d) -> (B, N, h*d)."""
         B, h, N, d = x.shape
         return x.transpose(1, 2).reshape(B, N, h * d)
 
-    def output(self, x):
+    def output(self, x: Tensor) -> Tensor:
         """Output projection and dropout: (B, N, proj_in_dims) -> (B, N, C)."""
         return self.proj_drop(self.proj(x))
 
-    def num_extra_tokens(self, num_tokens, hw_shape):
+    def num_extra_tokens(
+        self, num_tokens: int, hw_shape: tuple[int, int]
+    ) -> int:
         """How many non-patch tokens (class token) precede the H*W patches.
 
         Raises:
@@ -143,7 +146,7 @@ class BaseAttention(BaseModule):
             )
         return extra
 
-    def forward(self, x, hw_shape):
+    def forward(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """Mix tokens.
 
         Args:
@@ -161,12 +164,12 @@ class BaseAttention(BaseModule):
         self.num_extra_tokens(x.shape[1], hw_shape)
         return self.mix_tokens(x, hw_shape)
 
-    def mix_tokens(self, x, hw_shape):
+    def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """The operator itself, on tokens already checked against the grid:
         (B, N, C) -> (B, N, C)."""
         raise NotImplementedError
 
-    def projection_flops(self, num_tokens):
+    def projection_flops(self, num_tokens: int) -> int:
         """Forward FLOPs of ``qkv`` and ``proj`` for one image (2 per
         multiply-add)."""
         return (
@@ -178,13 +181,13 @@ class BaseAttention(BaseModule):
             )
         )
 
-    def flops(self, num_tokens, hw_shape):
+    def flops(self, num_tokens: int, hw_shape: tuple[int, int]) -> int:
         """Forward FLOPs for one image (2 per multiply-add), projections
         included; used by the benchmarks to compare measured speed-ups with
         the arithmetic ones."""
         raise NotImplementedError
 
-    def attention_map(self, x, hw_shape):
+    def attention_map(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """The (B, h, N, N) map applied to the values, for analysis only.
 
         Raises:
@@ -200,13 +203,15 @@ class BaseAttention(BaseModule):
         self.num_extra_tokens(x.shape[1], hw_shape)
         return self.compute_attention_map(x, hw_shape)
 
-    def compute_attention_map(self, x, hw_shape):
+    def compute_attention_map(
+        self, x: Tensor, hw_shape: tuple[int, int]
+    ) -> Tensor:
         """The map of an operator with ``has_attention_map``, on tokens
         already checked against the grid: (B, h, N, N)."""
         raise NotImplementedError
 
 
-def registered_operators(linear_cost=None):
+def registered_operators(linear_cost: bool | None = None) -> dict[str, type]:
     """Every attention operator in mmpretrain's ``MODELS`` registry.
 
     Args:

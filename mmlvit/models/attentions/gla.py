@@ -3,6 +3,7 @@
 import torch.nn as nn
 import torch.nn.functional as F
 from mmpretrain.registry import MODELS
+from torch import Tensor
 
 from mmlvit.ops.gla import (
     bidirectional_gla,
@@ -80,7 +81,7 @@ class GatedLinearAttention(BaseAttention):
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
 
-    def log_gates(self, x):
+    def log_gates(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Forward and backward log-gates, each (B, h, N, d), <= 0.
 
         Computed with autocast off in at least fp32: the scans sum them over
@@ -97,7 +98,7 @@ class GatedLinearAttention(BaseAttention):
         g_fwd, g_bwd = g.permute(2, 0, 3, 1, 4)
         return g_fwd, g_bwd
 
-    def mix_tokens(self, x, hw_shape):
+    def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token first)."""
         q, k, v = self.split_heads(self.qkv(x))
         # The gates and the output norm run in fp32 over N-sized tensors:
@@ -116,14 +117,14 @@ class GatedLinearAttention(BaseAttention):
         y = recomputed(self.gated_norm, o, self.g_proj(x))
         return self.output(y.to(x.dtype))
 
-    def gated_norm(self, o, gate):
+    def gated_norm(self, o: Tensor, gate: Tensor) -> Tensor:
         """``merge_heads(g_norm(o)) * silu(gate)`` in at least fp32 with
         autocast off: o (B, h, N, d), gate (B, N, C) -> (B, N, C)."""
         with fp32_scope(o, self.g_norm.weight, gate) as (o, weight, gate):
             o = F.rms_norm(o, (self.head_dims,), weight, self.g_norm.eps)
             return self.merge_heads(o) * F.silu(gate)
 
-    def flops(self, num_tokens, hw_shape):
+    def flops(self, num_tokens: int, hw_shape: tuple[int, int]) -> int:
         """Forward FLOPs of the PyTorch chunked path, matrix products only
         (per head and direction: the causal half of the intra-chunk scores
         N d (L+1)/2, their product with v N L d, chunk summaries and
@@ -137,7 +138,9 @@ class GatedLinearAttention(BaseAttention):
         scans = 2 * N * C * (3 * L + 1 + 4 * d)  # 2 directions x h heads
         return self.projection_flops(N) + output_gate + gates + scans
 
-    def compute_attention_map(self, x, hw_shape):
+    def compute_attention_map(
+        self, x: Tensor, hw_shape: tuple[int, int]
+    ) -> Tensor:
         """The combined map ``(A^f + A^b) / 2``: (B, h, N, N).
 
         Per head, ``attention_map(x) @ v`` equals the bidirectional scan

@@ -1,6 +1,7 @@
 """InLine attention: identity kernel, subtraction normalisation."""
 
 from mmpretrain.registry import MODELS
+from torch import Tensor
 
 from mmlvit.ops import inline_attention, inline_attention_map
 from mmlvit.ops.fused_linear import check_backend
@@ -33,19 +34,21 @@ class InLineAttention(BaseAttention):
         super().__init__(*args, **kwargs)
         self.backend = backend
 
-    def mix_tokens(self, x, hw_shape):
+    def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token)."""
         q, k, v = self.split_heads(self.qkv(x))
         o = inline_attention(q, k, v, backend=self.backend)
         return self.output(self.merge_heads(o))
 
-    def flops(self, num_tokens, hw_shape):
+    def flops(self, num_tokens: int, hw_shape: tuple[int, int]) -> int:
         N, C, d = num_tokens, self.embed_dims, self.head_dims
         summaries = 2 * N * C * d + 2 * N * C  # k^T v, mean(k), mean(v)
         outputs = 2 * N * C * d + 2 * N * C + 2 * N * C  # q(k^T v), offset
         return self.projection_flops(N) + summaries + outputs
 
-    def compute_attention_map(self, x, hw_shape):
+    def compute_attention_map(
+        self, x: Tensor, hw_shape: tuple[int, int]
+    ) -> Tensor:
         """(s/N) q k^T + (1/N)(1 - s q . mean(k)): (B, h, N, N), signed,
         rows summing to 1."""
         q, k, _ = self.split_heads(self.qkv(x))

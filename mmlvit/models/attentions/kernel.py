@@ -1,6 +1,7 @@
 """Kernel linear attention: ELU+1 and ReLU feature maps."""
 
 from mmpretrain.registry import MODELS
+from torch import Tensor
 
 from mmlvit.ops import kernel_attention_map, kernel_linear_attention
 from mmlvit.ops.fused_linear import check_backend
@@ -34,7 +35,7 @@ class KernelLinearAttention(BaseAttention):
         self.eps = eps
         self.backend = backend
 
-    def mix_tokens(self, x, hw_shape):
+    def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token)."""
         q, k, v = self.split_heads(self.qkv(x))
         o = kernel_linear_attention(
@@ -42,13 +43,15 @@ class KernelLinearAttention(BaseAttention):
         )
         return self.output(self.merge_heads(o))
 
-    def flops(self, num_tokens, hw_shape):
+    def flops(self, num_tokens: int, hw_shape: tuple[int, int]) -> int:
         N, C, d = num_tokens, self.embed_dims, self.head_dims
         summaries = 2 * N * C * d + N * C  # phi(k)^T v and z
         outputs = 2 * N * C * d + 2 * N * C + N * C  # numerator, den., div.
         return self.projection_flops(N) + summaries + outputs
 
-    def compute_attention_map(self, x, hw_shape):
+    def compute_attention_map(
+        self, x: Tensor, hw_shape: tuple[int, int]
+    ) -> Tensor:
         """diag(phi(q) phi(k)^T 1 + eps)^-1 phi(q) phi(k)^T: (B, h, N, N)."""
         q, k, _ = self.split_heads(self.qkv(x))
         return kernel_attention_map(q, k, kernel=self.kernel, eps=self.eps)

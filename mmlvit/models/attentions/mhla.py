@@ -3,6 +3,7 @@
 import torch
 import torch.nn as nn
 from mmpretrain.registry import MODELS
+from torch import Tensor
 
 from mmlvit.ops.fused_linear import check_backend
 from mmlvit.ops.mhla import (
@@ -53,7 +54,7 @@ class MHLAttention(BaseAttention):
             embed_dims, embed_dims, 5, padding=2, groups=embed_dims
         )
 
-    def value_conv(self, v, hw_shape):
+    def value_conv(self, v: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """The 5x5 depthwise conv over all heads' values.
 
         Args:
@@ -71,7 +72,7 @@ class MHLAttention(BaseAttention):
         grid = grid.contiguous(memory_format=torch.channels_last)
         return self.lepe(grid).permute(0, 2, 3, 1).reshape(B, N, C)
 
-    def mixing_weights(self):
+    def mixing_weights(self) -> Tensor:
         """W, first clamped to [0, 1] in place if an optimiser step moved
         it out (MHLA's training clamps W after every step; clamping before
         the next use gives every forward the same W without a hook).
@@ -91,7 +92,7 @@ class MHLAttention(BaseAttention):
         W.data.clamp_(0, 1)
         return W
 
-    def mix_tokens(self, x, hw_shape):
+    def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """(B, H*W, C) -> (B, H*W, C); never forms an N x N tensor."""
         q, k, v = self.split_heads(self.qkv(x))
         W = self.mixing_weights()
@@ -100,7 +101,7 @@ class MHLAttention(BaseAttention):
             self.merge_heads(out) + self.value_conv(v, hw_shape)
         )
 
-    def flops(self, num_tokens, hw_shape):
+    def flops(self, num_tokens: int, hw_shape: tuple[int, int]) -> int:
         N, C, d = num_tokens, self.embed_dims, self.head_dims
         M = self.blocks_per_side**2
         summaries = 2 * N * C * d + 2 * N * C  # phi(k)^T v and sum phi(k)
@@ -115,7 +116,9 @@ class MHLAttention(BaseAttention):
             + value_conv
         )
 
-    def compute_attention_map(self, x, hw_shape):
+    def compute_attention_map(
+        self, x: Tensor, hw_shape: tuple[int, int]
+    ) -> Tensor:
         """A_tj = W[i(t), b(j)] phi(q_t) . phi(k_j) / den_t: (B, h, N, N).
 
         Not formed by the model itself (the paper never materialises it);

@@ -3,6 +3,7 @@
 import torch
 import torch.nn.functional as F
 from mmpretrain.registry import MODELS
+from torch import Tensor
 
 from .base import BaseAttention
 
@@ -22,17 +23,19 @@ class SoftmaxAttention(BaseAttention):
     output_is_map_times_values = True
     drops_attention_map = True
 
-    def mix_tokens(self, x, hw_shape):
+    def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         q, k, v = self.split_heads(self.qkv(x))
         drop = self.attn_drop if self.training else 0.0
         o = F.scaled_dot_product_attention(q, k, v, dropout_p=drop)
         return self.output(self.merge_heads(o))
 
-    def flops(self, num_tokens, hw_shape):
+    def flops(self, num_tokens: int, hw_shape: tuple[int, int]) -> int:
         N, C = num_tokens, self.embed_dims
         return self.projection_flops(N) + 2 * 2 * N * N * C  # q k^T, A v
 
-    def compute_attention_map(self, x, hw_shape):
+    def compute_attention_map(
+        self, x: Tensor, hw_shape: tuple[int, int]
+    ) -> Tensor:
         """softmax(q k^T / sqrt(d)): (B, h, N, N), rows sum to 1."""
         q, k, _ = self.split_heads(self.qkv(x))
         return torch.softmax(

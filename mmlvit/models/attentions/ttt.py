@@ -3,6 +3,7 @@
 import torch
 import torch.nn as nn
 from mmpretrain.registry import MODELS
+from torch import Tensor
 
 from mmlvit.ops.recompute import recomputed
 from mmlvit.ops.ttt import ttt_dwconv, ttt_swiglu
@@ -49,16 +50,16 @@ class TTTAttention(BaseAttention):
                 nn.init.zeros_(layer.bias)
 
     @classmethod
-    def extra_qkv_dims(cls, embed_dims, num_heads):
+    def extra_qkv_dims(cls, embed_dims: int, num_heads: int) -> int:
         """q2, k2, v2 of the conv head: 3d rows."""
         return 3 * (embed_dims // num_heads)
 
     @classmethod
-    def proj_in_dims(cls, embed_dims, num_heads):
+    def proj_in_dims(cls, embed_dims: int, num_heads: int) -> int:
         """The C + d concatenated outputs of both heads."""
         return embed_dims + embed_dims // num_heads
 
-    def mix_tokens(self, x, hw_shape):
+    def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """(B, H*W, C) -> (B, H*W, C)."""
         B, N, C = x.shape
         d = self.head_dims
@@ -74,7 +75,7 @@ class TTTAttention(BaseAttention):
         conv_out = conv_out.flatten(2).transpose(1, 2)
         return self.output(torch.cat([swiglu_out, conv_out], dim=-1))
 
-    def flops(self, num_tokens, hw_shape):
+    def flops(self, num_tokens: int, hw_shape: tuple[int, int]) -> int:
         N, C, d = num_tokens, self.embed_dims, self.head_dims
         # SwiGLU head: k W1, k W2, G1, G2, q W1', q W2' (six N x d x d
         # products per head).

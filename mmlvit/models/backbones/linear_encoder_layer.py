@@ -10,6 +10,7 @@ from mmpretrain.models.utils import (
     build_norm_layer,
 )
 from mmpretrain.registry import MODELS
+from torch import Tensor
 
 
 class LinearTransformerEncoderLayer(BaseModule):
@@ -113,14 +114,14 @@ class LinearTransformerEncoderLayer(BaseModule):
             )
 
     @property
-    def norm1(self):
+    def norm1(self) -> nn.Module:
         return self.ln1
 
     @property
-    def norm2(self):
+    def norm2(self) -> nn.Module:
         return self.ln2
 
-    def init_weights(self):
+    def init_weights(self) -> None:
         """Default inits, then mmpretrain's FFN init (Xavier weights)."""
         super().init_weights()
         for m in self.ffn.modules():
@@ -128,7 +129,7 @@ class LinearTransformerEncoderLayer(BaseModule):
                 nn.init.xavier_uniform_(m.weight)
                 nn.init.normal_(m.bias, std=1e-6)
 
-    def forward(self, x, hw_shape):
+    def forward(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """(B, N, C) tokens on an (H, W) patch grid -> (B, N, C)."""
         x = x + self.drop_path(
             self.attn.gamma1(self.attn(self.ln1(x), hw_shape))

@@ -9,6 +9,7 @@ from mmengine.model import ModuleList
 from mmpretrain.models.backbones import VisionTransformer
 from mmpretrain.models.utils import resize_pos_embed
 from mmpretrain.registry import MODELS
+from torch import Tensor
 
 from ..attentions import BaseAttention, registered_operators
 from .linear_encoder_layer import LinearTransformerEncoderLayer
@@ -223,7 +224,7 @@ class LinearVisionTransformer(VisionTransformer):
         if self.frozen_stages > 0:
             self._freeze_stages()
 
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> 'LinearVisionTransformer':
         """Set the training mode; frozen stages (``frozen_stages``) stay in
         eval mode, so their dropout and drop path stay off."""
         super().train(mode)
@@ -269,7 +270,12 @@ class LinearVisionTransformer(VisionTransformer):
         if self.pos_embed is not None:
             super()._prepare_pos_embed(state_dict, prefix, *args, **kwargs)
 
-    def position_embedding(self, hw_shape, device=None, dtype=None):
+    def position_embedding(
+        self,
+        hw_shape: tuple[int, int],
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> Tensor:
         """Position embedding of every token for a patch grid.
 
         Args:
@@ -294,7 +300,7 @@ class LinearVisionTransformer(VisionTransformer):
         )
         return F.pad(pos, (0, 0, self.num_extra_tokens, 0))
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> tuple[Tensor, ...]:
         """(B, in_channels, H_img, W_img) -> tuple of ``out_type`` features,
         one per ``out_indices`` entry."""
         B = x.shape[0]

@@ -1,11 +1,16 @@
 """Fixed position embeddings of the patch grid."""
 
 import torch
+from torch import Tensor
 
 
 def sincos_position_embedding(
-    hw_shape, embed_dims, temperature=10000.0, device=None, dtype=None
-):
+    hw_shape: tuple[int, int],
+    embed_dims: int,
+    temperature: float = 10000.0,
+    device: torch.device | None = None,
+    dtype: torch.dtype | None = None,
+) -> Tensor:
     """Fixed 2-D sine-cosine position embedding (MAE style), raster order.
 
     The patch at row ``r``, column ``c`` gets

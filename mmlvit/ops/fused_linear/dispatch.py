@@ -2,6 +2,7 @@
 the PyTorch reference."""
 
 import torch
+from torch import Tensor
 
 from ..tracing import exporting
 from ..triton_runtime import interpreting, triton_importable
@@ -13,7 +14,7 @@ FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_HEAD_DIMS = 128
 
 
-def check_backend(backend):
+def check_backend(backend: str) -> None:
     """Raise a ValueError unless ``backend`` is one of :data:`BACKENDS`."""
     if backend not in BACKENDS:
         raise ValueError(
@@ -22,7 +23,7 @@ def check_backend(backend):
         )
 
 
-def use_fused(backend, *tensors):
+def use_fused(backend: str, *tensors: Tensor) -> bool:
     """Whether a call on ``tensors`` runs the fused kernels.
 
     ``'torch'``: never. ``'auto'``: on CUDA tensors of a dtype the kernels

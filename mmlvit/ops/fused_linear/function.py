@@ -13,6 +13,7 @@ fp32 states; the feature maps are recomputed.
 
 import torch
 import triton
+from torch import Tensor
 
 from ..heads import qkv_gradients
 from ..triton_runtime import interpreting
@@ -214,7 +215,14 @@ class SegmentOutputs(torch.autograd.Function):
         return dq, _total(ds), _total(dz), _total(dzv), None
 
 
-def fused_linear_attention(q, k, v, mode, eps=1e-6, scale=None):
+def fused_linear_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mode: str,
+    eps: float = 1e-6,
+    scale: float | None = None,
+) -> Tensor:
     """Non-causal linear attention in fused Triton kernels.
 
     Args:
@@ -244,7 +252,14 @@ def fused_linear_attention(q, k, v, mode, eps=1e-6, scale=None):
     return SegmentOutputs.apply(q, s, z, zv, launch)
 
 
-def fused_mhla_attention(q, k, v, mixing, hw_shape, eps):
+def fused_mhla_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mixing: Tensor,
+    hw_shape: tuple[int, int],
+    eps: float,
+) -> Tensor:
     """MHLA's block-mixed attention in fused Triton kernels: per-block
     states of relu(k) + eps, mixed across blocks by ``mixing`` in fp32,
     read by each query's block (:func:`mmlvit.ops.mhla_attention`).

@@ -3,6 +3,7 @@ written-out backward, the autograd Function, and the causal and
 bidirectional ops built on it (docs/operators.md, GLA)."""
 
 import torch
+from torch import Tensor
 
 from ..precision import fp32_accumulation
 from .arguments import check_shapes, default_scale
@@ -205,7 +206,14 @@ def chunked_scan(q, k, v, g_fwd, g_bwd, scale, chunk_size):
 
 
 @fp32_accumulation(result_dtype_of='v')
-def gla_chunked(q, k, v, g, scale=None, chunk_size=64):
+def gla_chunked(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    scale: float | None = None,
+    chunk_size: int = 64,
+) -> Tensor:
     """Causal GLA, chunked: the same function as
     :func:`~.naive.gla_recurrent`.
 
@@ -242,7 +250,15 @@ def gla_chunked(q, k, v, g, scale=None, chunk_size=64):
 
 
 @fp32_accumulation(result_dtype_of='v')
-def bidirectional_gla_chunked(q, k, v, g_fwd, g_bwd, scale, chunk_size):
+def bidirectional_gla_chunked(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g_fwd: Tensor,
+    g_bwd: Tensor,
+    scale: float,
+    chunk_size: int,
+) -> Tensor:
     """``(o^f + flip(o^b)) / 2`` by :func:`chunked_scan`, both directions
     in one call (the torch backend of ``bidirectional_gla``, which checks
     the shapes and resolves ``scale``).

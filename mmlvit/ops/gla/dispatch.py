@@ -1,6 +1,9 @@
 """The public bidirectional GLA op: argument checks and the choice between
 the PyTorch, the fused Triton and the fla backend."""
 
+import torch
+from torch import Tensor
+
 from ..tracing import exporting
 from ..triton_runtime import triton_importable
 from .arguments import check_shapes, default_scale
@@ -13,7 +16,7 @@ BACKENDS = ('auto', 'torch', 'triton', 'fla')
 CUDA_BACKENDS = ('triton', 'fla')
 
 
-def check_backend(backend):
+def check_backend(backend: str) -> None:
     """Raise a ValueError unless ``backend`` is one of :data:`BACKENDS`."""
     if backend not in BACKENDS:
         raise ValueError(
@@ -21,7 +24,9 @@ def check_backend(backend):
         )
 
 
-def resolve_backend(backend, device, supported=True):
+def resolve_backend(
+    backend: str, device: torch.device, supported: bool = True
+) -> str:
     """'torch', 'triton' or 'fla' for ``backend`` on ``device`` (a
     torch.device): 'auto' is 'triton' on CUDA when Triton imports and the
     inputs are ``supported`` by its kernels, else 'torch'.
@@ -42,8 +47,15 @@ def resolve_backend(backend, device, supported=True):
 
 
 def bidirectional_gla(
-    q, k, v, g_fwd, g_bwd, scale=None, backend='auto', chunk_size=64
-):
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g_fwd: Tensor,
+    g_bwd: Tensor,
+    scale: float | None = None,
+    backend: str = 'auto',
+    chunk_size: int = 64,
+) -> Tensor:
     """Bidirectional GLA: ``(o^f + flip(o^b)) / 2``.
 
     ``o^f`` is the causal scan with gates ``g_fwd``; ``o^b`` the causal scan

@@ -4,6 +4,7 @@
 import functools
 
 import torch
+from torch import Tensor
 
 
 @functools.cache
@@ -30,7 +31,9 @@ def fla_importable():
     return True
 
 
-def bidirectional_fla(q, k, v, g_fwd, g_bwd, scale):
+def bidirectional_fla(
+    q: Tensor, k: Tensor, v: Tensor, g_fwd: Tensor, g_bwd: Tensor, scale: float
+) -> Tensor:
     """``(o^f + flip(o^b)) / 2`` in one ``chunk_gla`` call: the forward
     sequences and the reversed ones stacked along the batch, in fla's
     (B, T, H, d) layout. q, k, v keep their (autocast) dtype; the log-gates

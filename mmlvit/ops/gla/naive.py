@@ -2,13 +2,16 @@
 T x T map of the bidirectional operator (docs/operators.md, GLA)."""
 
 import torch
+from torch import Tensor
 
 from ..precision import fp32_accumulation
 from .arguments import check_shapes, default_scale
 
 
 @fp32_accumulation(result_dtype_of='v')
-def gla_recurrent(q, k, v, g, scale=None):
+def gla_recurrent(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, scale: float | None = None
+) -> Tensor:
     """Causal GLA as the token-by-token recurrence (the reference).
 
     Args:
@@ -57,7 +60,13 @@ def _causal_map(q, k, g):
 
 
 @fp32_accumulation(result_dtype_of='q')
-def bidirectional_gla_map(q, k, g_fwd, g_bwd, scale=None):
+def bidirectional_gla_map(
+    q: Tensor,
+    k: Tensor,
+    g_fwd: Tensor,
+    g_bwd: Tensor,
+    scale: float | None = None,
+) -> Tensor:
     """The (B, H, T, T) map A with ``A @ v == bidirectional_gla(...)``.
 
     ``A = (A^f + A^b) / 2`` (docs/operators.md, GLA), per head::

@@ -13,6 +13,7 @@ chunk is small.
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from ..precision import fp32_accumulation
 
@@ -43,7 +44,14 @@ def segment_sums(x):
     return sums.masked_fill(~ones.tril().unsqueeze(-1), float('-inf'))
 
 
-def causal_gla_traceable(q, k, v, g, scale, chunk_size=TRACEABLE_CHUNK_SIZE):
+def causal_gla_traceable(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    scale: float,
+    chunk_size: int = TRACEABLE_CHUNK_SIZE,
+) -> Tensor:
     """Causal GLA in chunks of L = ``chunk_size`` tokens, no recurrence.
 
     With S_i the summary of chunk i decayed to its last token, token t of
@@ -99,8 +107,14 @@ def causal_gla_traceable(q, k, v, g, scale, chunk_size=TRACEABLE_CHUNK_SIZE):
 
 @fp32_accumulation(result_dtype_of='v')
 def bidirectional_gla_traceable(
-    q, k, v, g_fwd, g_bwd, scale, chunk_size=TRACEABLE_CHUNK_SIZE
-):
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g_fwd: Tensor,
+    g_bwd: Tensor,
+    scale: float,
+    chunk_size: int = TRACEABLE_CHUNK_SIZE,
+) -> Tensor:
     """``(o^f + flip(o^b)) / 2`` by :func:`causal_gla_traceable`, both
     directions stacked along the heads (a split of the batch would tie the
     traced graph to one batch size): the export path of

@@ -14,6 +14,7 @@ pass. Fixed launch configurations, no autotuning.
 import functools
 
 import torch
+from torch import Tensor
 
 from ..heads import qkv_gradients
 from ..triton_runtime import interpreting
@@ -165,7 +166,9 @@ class BidirectionalGLATriton(torch.autograd.Function):
         return dq, dk, dv, dg_fwd.to(g_fwd.dtype), dg_bwd.to(g_bwd.dtype), None
 
 
-def bidirectional_triton(q, k, v, g_fwd, g_bwd, scale):
+def bidirectional_triton(
+    q: Tensor, k: Tensor, v: Tensor, g_fwd: Tensor, g_bwd: Tensor, scale: float
+) -> Tensor:
     """``(o^f + flip(o^b)) / 2`` by the fused kernels (the triton backend
     of ``bidirectional_gla``, which checks the shapes and resolves
     ``scale``). q, k, v keep their (autocast) dtype, one common one if they
