@@ -2,20 +2,11 @@
 # starts from the tiny softmax classifier's MLPs (MLPCopy) and every block's
 # attention output is distilled (MSE, lambda 50) from that classifier's
 # frozen backbone (no neck or heads).
-_base_ = ['../_base_/dense/upernet_vit-tiny-p4_dense-fmnist.py']
+_base_ = [
+    '../_base_/models/dense/upernet_vit-tiny-p4_distill.py',
+    '../_base_/dense/upernet_vit-tiny-p4_dense-fmnist.py',
+]
 
-model = dict(
-    _delete_=True,
-    type='mmpretrain.DenseAttentionDistiller',
-    student=_base_.model,
-    teacher=dict(
-        type='VisionTransformer',
-        arch=_base_.model.backbone.arch,
-        img_size=28,
-        patch_size=4,
-        in_channels=1),
-    teacher_checkpoint='checkpoints/vit-tiny-p4_softmax_fashion-mnist.pth',
-    distill_losses=[dict(type='AttentionOutputMSE', loss_weight=50.)])
 custom_hooks = [
     dict(type='mmpretrain.SoftmaxToLinearInitHook', setting='MLPCopy'),
 ]

@@ -6,6 +6,13 @@
 # checkpoint (mmpretrain, timm .pth/.safetensors, official DeiT, ...).
 # The teacher is the softmax ViT of the student's shapes with the same head,
 # only run by the distiller (no drop path, no init).
+# The head of both networks (a name with two leading underscores is not a
+# key of the resolved config).
+__head = dict(
+    type='VisionTransformerClsHead',
+    num_classes=1000,
+    in_channels=384,
+    loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'))
 model = dict(
     type='AttentionDistiller',
     student=dict(
@@ -18,12 +25,7 @@ model = dict(
             drop_path_rate=0.0,
             attn_cfg=dict(type='GatedLinearAttention')),
         neck=None,
-        head=dict(
-            type='VisionTransformerClsHead',
-            num_classes=1000,
-            in_channels=384,
-            loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1,
-                      mode='original')),
+        head=__head,
         init_cfg=[
             dict(type='TruncNormal', layer='Linear', std=.02),
             dict(type='Constant', layer='LayerNorm', val=1., bias=0.),
@@ -36,11 +38,6 @@ model = dict(
             img_size=224,
             patch_size=16),
         neck=None,
-        head=dict(
-            type='VisionTransformerClsHead',
-            num_classes=1000,
-            in_channels=384,
-            loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1,
-                      mode='original'))),
+        head=__head),
     teacher_checkpoint=None,
     distill_losses=[dict(type='AttentionOutputMSE', loss_weight=50.)])
