@@ -9,8 +9,6 @@ import argparse
 import os
 import os.path as osp
 
-from mmengine.config import DictAction
-
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.datasets import check_data_roots
 from mmlvit.engine.config_checks import check_config
@@ -22,6 +20,7 @@ from mmlvit.engine.fsdp import check_sharded_checkpoint
 from mmlvit.engine.logs import read_config
 from mmlvit.engine.mixed_precision import amp_summary
 from mmlvit.engine.runner import build_runner
+from mmlvit.utils.cli import add_cfg_options, add_launcher_arguments
 
 
 def parse_args(argv=None):
@@ -36,19 +35,8 @@ def parse_args(argv=None):
         help='test with automatic mixed precision (float16 autocast on a '
         'GPU, bfloat16 on the CPU)',
     )
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config entries, e.g. key=value or key="[a,b]"',
-    )
-    parser.add_argument(
-        '--launcher',
-        default='none',
-        choices=['none', 'pytorch', 'slurm', 'mpi'],
-        help='job launcher',
-    )
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    add_cfg_options(parser)
+    add_launcher_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args

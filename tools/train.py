@@ -12,7 +12,6 @@ import os
 import os.path as osp
 
 import torch
-from mmengine.config import DictAction
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.datasets import check_data_roots
@@ -25,6 +24,7 @@ from mmlvit.engine.logs import read_config
 from mmlvit.engine.mixed_precision import amp_summary, amp_type
 from mmlvit.engine.runner import build_runner
 from mmlvit.engine.work_dir_lock import acquire_work_dir, is_rank_zero
+from mmlvit.utils.cli import add_cfg_options, add_launcher_arguments
 
 DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 
@@ -70,19 +70,8 @@ def parse_args(argv=None):
         help='disable persistent_workers in the dataloaders (it is already '
         'off for any dataloader with num_workers=0)',
     )
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config entries, e.g. key=value or key="[a,b]"',
-    )
-    parser.add_argument(
-        '--launcher',
-        default='none',
-        choices=['none', 'pytorch', 'slurm', 'mpi'],
-        help='job launcher',
-    )
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    add_cfg_options(parser)
+    add_launcher_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args

@@ -15,3 +15,15 @@ def add_cfg_options(
     parser.add_argument(
         '--cfg-options', nargs='+', action=DictAction, help=help
     )
+
+
+def add_launcher_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--launcher`` and ``--local-rank`` as OpenMMLab's train and test
+    scripts take them (``torch.distributed.launch`` passes the rank)."""
+    parser.add_argument(
+        '--launcher',
+        default='none',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        help='job launcher',
+    )
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
