@@ -3,8 +3,8 @@ checkpoint counterpart.
 
 The rules are data: :data:`COPY_RULES` is an ordered list of
 :class:`CopyRule`; for every student tensor of a requested component that
-the checkpoint holds, the first rule whose ``component`` (if set) and
-``applies`` match decides its records and writes. A tensor no rule
+the checkpoint holds, the first rule whose ``component`` and ``settings``
+(if set) and ``applies`` match decides its records and writes. A tensor no rule
 matches is a shape mismatch (an error, raised before anything is
 written). A new rule (e.g. for an operator whose extra parameters sit
 inside a softmax tensor in another layout) is one :class:`CopyRule`
@@ -13,6 +13,11 @@ inserted into the list, before the rule it must take precedence over.
 The built-in rules (operator-agnostic, from the attention contract in
 ``mmlvit/models/attentions/base.py``), in order:
 
+- ``extra head qkv rows`` and ``extra head proj columns``, under the
+  ``TTTFullCopy`` setting only (``ttt_inheritance.py``): a ``qkv`` with
+  one head's extra rows takes the softmax rows and, for the extra head,
+  one softmax head's q, k, v rows; a ``proj`` with that head's extra
+  inputs takes the softmax ``proj`` into its first C columns.
 - ``operator-specific proj``: ``attn.proj`` whose input is wider than the
   softmax one (TTT's C + d) is not copied, weight and bias together.
 - ``same shape``: copied.
@@ -32,6 +37,13 @@ from mmpretrain.models.utils import resize_pos_embed
 
 from .errors import TransferError
 from .report import Record
+from .ttt_inheritance import SETTING as TTT_FULL_COPY
+from .ttt_inheritance import (
+    copy_proj_columns,
+    copy_rows_and_extra_head,
+    has_extra_head_input,
+    has_extra_head_rows,
+)
 
 #: A deferred in-place copy (run only once every tensor is planned).
 Write = Callable[[], None]
@@ -51,6 +63,7 @@ class TensorMatch:
             (a rule may look at a sibling, e.g. the weight of a bias).
         state_dict (Mapping[str, Tensor]): The whole checkpoint.
         backbone (nn.Module): The student backbone.
+        setting (str): The name of the setting being applied.
     """
 
     key: str
@@ -60,6 +73,7 @@ class TensorMatch:
     params: Mapping[str, torch.Tensor]
     state_dict: Mapping[str, torch.Tensor]
     backbone: nn.Module
+    setting: str = ''
 
     def record(self, action: str, numel: int, reason: str = '') -> Record:
         """A :class:`Record` of this tensor."""
@@ -86,17 +100,22 @@ class CopyRule:
             The writes (deferred copies) and the records of the tensor.
         component (str, optional): The rule only sees tensors of this
             component. Defaults to None: any component.
+        settings (tuple[str]): The rule only applies under these settings.
+            Defaults to (): under every setting.
     """
 
     name: str
     applies: Callable[[TensorMatch], bool]
     plan: Callable[[TensorMatch], tuple[list[Write], list[Record]]]
     component: str | None = None
+    settings: tuple[str, ...] = ()
 
     def matches(self, tensor: TensorMatch) -> bool:
         """Whether this rule decides ``tensor``."""
-        return self.component in (None, tensor.component) and self.applies(
-            tensor
+        return (
+            self.component in (None, tensor.component)
+            and (not self.settings or tensor.setting in self.settings)
+            and self.applies(tensor)
         )
 
 
@@ -211,6 +230,20 @@ def adapt_pos_embed(src: torch.Tensor, backbone: nn.Module) -> torch.Tensor:
 
 #: The rules in order; the first that matches a tensor decides it.
 COPY_RULES: list[CopyRule] = [
+    CopyRule(
+        'extra head qkv rows',
+        has_extra_head_rows,
+        copy_rows_and_extra_head,
+        component='attn_qkv',
+        settings=(TTT_FULL_COPY,),
+    ),
+    CopyRule(
+        'extra head proj columns',
+        has_extra_head_input,
+        copy_proj_columns,
+        component='attn_proj',
+        settings=(TTT_FULL_COPY,),
+    ),
     CopyRule(
         'operator-specific proj',
         _wider_proj,

@@ -220,6 +220,7 @@ def _plan(params, backbone, state_dict, policy, softmax_blocks=()):
             params,
             state_dict,
             backbone,
+            policy.setting.name,
         )
         rule = rule_for(tensor)
         if rule is None:

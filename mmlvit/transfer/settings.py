@@ -5,7 +5,9 @@ softmax checkpoint, optionally after an analytical init of the attention
 (Mimetic, arXiv:2305.09828; Impulse, Zheng et al. NeurIPS 2025). Random,
 Copy, MLPCopy and FullCopy are the paper's settings (Qin et al.,
 arXiv:2609.35745); its Variant1-3 are the FullCopy variants below, under
-names that say what they leave out.
+names that say what they leave out. TTTFullCopy is FullCopy plus T5's full
+inheritance into the TTT operator's extra head and wider ``proj`` (its
+copy rules: ``ttt_inheritance.py``).
 """
 
 from collections.abc import Callable
@@ -16,6 +18,7 @@ import torch.nn as nn
 from .analytical import impulse_init_, mimetic_init_
 from .components import COMPONENTS
 from .errors import TransferError
+from .ttt_inheritance import SETTING as TTT_FULL_COPY
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ SETTINGS = {
             _full_copy_without('cls_token', 'pos_embed', 'patch_embed'),
             aliases=('Variant3',),
         ),
+        Setting(TTT_FULL_COPY, 'tttfullcopy', _full_copy_without()),
     )
 }
 

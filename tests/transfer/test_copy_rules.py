@@ -208,6 +208,8 @@ def test_a_rule_added_to_the_table_decides_what_it_matches(
 
 def test_the_built_in_rules_in_order():
     assert [r.name for r in COPY_RULES] == [
+        'extra head qkv rows',
+        'extra head proj columns',
         'operator-specific proj',
         'same shape',
         'standard qkv rows',

@@ -69,8 +69,11 @@ def assert_copied_exactly(model, fresh, ckpt, copied_keys):
 
 
 def test_settings_match_the_paper_table():
+    # Beyond the paper: the analytical inits and TTT full inheritance
+    # (test_ttt_inheritance.py).
+    beyond = {'Mimetic', 'Impulse', 'TTTFullCopy'}
     assert set(setting_names()) == (
-        set(PAPER_TABLE) | set(VARIANT_NAMES.values()) | {'Mimetic', 'Impulse'}
+        set(PAPER_TABLE) | set(VARIANT_NAMES.values()) | beyond
     )
     for name, components in PAPER_TABLE.items():
         assert set(get_setting(name).components) == components, name
