@@ -1,9 +1,11 @@
 """Hybrid students: keep softmax attention in the blocks that convert worst.
 
 :func:`measure_blocks` distils a student from its teacher for a few
-iterations (a real Runner run of the distillation config) and measures
-every block's conversion error (:func:`diagnose_conversion`) on training
-batches (never the evaluation split, which would leak into the choice).
+iterations (:func:`warm_up`, a real Runner run of the distillation config)
+and measures every block's conversion error (:func:`diagnose_conversion`)
+on training batches (never the evaluation split, which would leak into the
+choice); :mod:`.kl_selection` chooses blocks on the same warm-up by the
+divergence of the logits instead.
 :func:`write_hybrid_config` writes a config that inherits the distillation
 config and replaces the student's ``attn_cfg`` by a per-block list with
 ``SoftmaxAttention`` in the chosen blocks; its init hook copies those
@@ -142,17 +144,18 @@ def warmup_config(cfg, iters, work_dir):
     return cfg
 
 
-def measure_blocks(cfg, iters, work_dir, batches=4):
-    """Distil for ``iters`` iterations, then diagnose every block.
+def warm_up(cfg, iters, work_dir, batches=4):
+    """Distil for ``iters`` iterations (a real Runner run of ``cfg``).
 
     Args:
         cfg (Config): A distillation config (teacher checkpoint set).
         iters (int): Warm-up iterations (at least 1).
         work_dir (str): Log folder of the warm-up run.
-        batches (int): Training batches the diagnosis runs on.
+        batches (int): Training batches to return.
 
     Returns:
-        ConversionDiagnosis
+        tuple: The trained distiller and ``batches`` preprocessed training
+        batches (images), never the evaluation split.
     """
     if iters < 1:
         raise ValueError(
@@ -162,16 +165,23 @@ def measure_blocks(cfg, iters, work_dir, batches=4):
     runner.train()
     distiller = runner.model
     MMLogger._instance_dict.clear()
+    images = []
+    for data in runner.train_dataloader:
+        if len(images) == batches:
+            break
+        images.append(distiller.data_preprocessor(data, False)['inputs'])
+    return distiller, images
 
-    def training_batches():
-        for i, data in enumerate(runner.train_dataloader):
-            if i == batches:
-                return
-            yield distiller.data_preprocessor(data, False)['inputs']
 
-    return diagnose_conversion(
-        distiller.teacher, distiller.student, training_batches()
-    )
+def measure_blocks(cfg, iters, work_dir, batches=4):
+    """Distil for ``iters`` iterations (:func:`warm_up`), then diagnose
+    every block on ``batches`` training batches.
+
+    Returns:
+        ConversionDiagnosis
+    """
+    distiller, images = warm_up(cfg, iters, work_dir, batches)
+    return diagnose_conversion(distiller.teacher, distiller.student, images)
 
 
 def write_hybrid_config(path, base_config, cfg, softmax_blocks, selection):

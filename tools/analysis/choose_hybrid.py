@@ -29,7 +29,12 @@ from mmengine.runner import set_random_seed
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.diagnostics import BLOCK_METRICS
-from mmlvit.diagnostics.hybrid import measure_blocks, write_hybrid_config
+from mmlvit.diagnostics.hybrid import (
+    measure_blocks,
+    warm_up,
+    write_hybrid_config,
+)
+from mmlvit.diagnostics.kl_selection import greedy_kl_blocks
 from mmlvit.utils.cli import add_cfg_options
 
 
@@ -63,6 +68,14 @@ def parse_args(argv=None):
         '--batches', type=int, default=4, help='training batches measured (4)'
     )
     parser.add_argument(
+        '--criterion',
+        default='block-error',
+        choices=['block-error', 'logit-kl'],
+        help='block-error: the K blocks with the largest --metric; logit-kl: '
+        'greedily the block whose softmax attention brings the logits '
+        'closest to the teacher (mean KL), K times (default: %(default)s)',
+    )
+    parser.add_argument(
         '--metric',
         default='attn_rel_err',
         choices=[m for m in BLOCK_METRICS if m != 'block_cos'],
@@ -76,6 +89,41 @@ def parse_args(argv=None):
         parser, 'override config entries of the warm-up and the written config'
     )
     return parser.parse_args(argv)
+
+
+def by_block_error(cfg, args, work_dir):
+    """The K blocks with the largest conversion error after a warm-up."""
+    diagnosis = measure_blocks(cfg, args.warmup_iters, work_dir, args.batches)
+    blocks = sorted(diagnosis.worst_blocks(args.keep_softmax, args.metric))
+    errors = {
+        row['block']: round(row[args.metric], 5) for row in diagnosis.blocks
+    }
+    print('block errors (' + args.metric + '):')
+    for block, error in errors.items():
+        mark = '  <- softmax' if block in blocks else ''
+        print(f'  block {block}: {error:.4f}{mark}')
+    return blocks, dict(method='measured', metric=args.metric, errors=errors)
+
+
+def by_logit_kl(cfg, args, work_dir):
+    """K blocks chosen greedily by the logits' KL after a warm-up."""
+    distiller, images = warm_up(cfg, args.warmup_iters, work_dir, args.batches)
+    order, steps = greedy_kl_blocks(
+        distiller.teacher, distiller.student, images, args.keep_softmax
+    )
+    print('KL(teacher || hybrid) of the logits, block by block:')
+    for step in steps:
+        kl = {b: round(v, 5) for b, v in step['kl'].items()}
+        print(f"  step {step['step']}: from {step['kl_before']:.4f}, "
+              f"{kl} -> block {step['chosen']}")  # fmt: skip
+    record = [
+        dict(kl={b: round(v, 5) for b, v in s['kl'].items()},
+             kl_before=round(s['kl_before'], 5), chosen=s['chosen'])
+        for s in steps
+    ]  # fmt: skip
+    return sorted(order), dict(
+        method='measured', criterion='logit-kl', order=order, steps=record
+    )
 
 
 def main(argv=None):
@@ -93,26 +141,15 @@ def main(argv=None):
         set_random_seed(args.seed)
         cfg.randomness = dict(seed=args.seed)
         work_dir = args.work_dir or osp.splitext(args.out)[0] + '_warmup'
-        diagnosis = measure_blocks(
-            cfg, args.warmup_iters, work_dir, args.batches
+        measure = (
+            by_logit_kl if args.criterion == 'logit-kl' else by_block_error
         )
-        blocks = sorted(diagnosis.worst_blocks(args.keep_softmax, args.metric))
-        errors = {
-            row['block']: round(row[args.metric], 5)
-            for row in diagnosis.blocks
-        }
-        print('block errors (' + args.metric + '):')
-        for block, error in errors.items():
-            mark = '  <- softmax' if block in blocks else ''
-            print(f'  block {block}: {error:.4f}{mark}')
-        selection = dict(
-            method='measured',
-            metric=args.metric,
+        blocks, selection = measure(cfg, args, work_dir)
+        selection.update(
             warmup_iters=args.warmup_iters,
             batches=args.batches,
             seed=args.seed,
             teacher=cfg.model.teacher_checkpoint,
-            errors=errors,
             blocks=blocks,
         )
     if args.cfg_options:
