@@ -168,6 +168,17 @@ def test_resume_after_stage_one_is_in_stage_two(setup, staged, tmp_path):
     # attention stays put and the optimizer state carried over.
     for key, value in probe.weights[-1].items():
         torch.testing.assert_close(resumed.weights[-1][key], value, msg=key)
+    (log,) = tmp_path.glob('*/*.log')
+    assert 'stage 1/2' not in log.read_text()
+    assert log.read_text().count('stage 2/2: epochs 2-2,') == 1
+
+
+def test_stages_in_iterations_switch_at_that_iteration(setup, tmp_path):
+    stages = [dict(iters=1, trainable=['ffn']), dict(iters=3)]
+    probe = train(setup(tmp_path, stages=stages))
+    trained = [s['trained'] for s in probe.seen]
+    assert all('.ffn.' in n for n in trained[0])
+    assert trained[1] == trained[2] == trained[3] > trained[0]
 
 
 @pytest.mark.parametrize(
