@@ -200,6 +200,20 @@ def test_stages_in_iterations_switch_at_that_iteration(setup, tmp_path):
             [dict(epochs=2, trainable=['atn'])],
             "stage 1: 'atn' matches no trainable student parameter name.",
         ),
+        (
+            [dict(epochs=2, trainable=['attn'], frozen=['backbone'])],
+            'stage 1 trains no student parameter.',
+        ),
+        (
+            [
+                dict(
+                    epochs=2,
+                    task_loss=False,
+                    losses=dict(AttentionOutputMSE=0),
+                )
+            ],
+            'stage 1 has every loss weighted 0.',
+        ),
     ],
 )
 def test_stages_that_do_not_fit_the_run_are_refused(
