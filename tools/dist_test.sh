@@ -1,5 +1,22 @@
 #!/usr/bin/env bash
 # Distributed evaluation with torchrun: tools/dist_test.sh CONFIG CHECKPOINT GPUS [args]
-# Multi-node as tools/dist_train.sh.
-exec bash "$(dirname "$0")/torchrun.sh" test.py "$3" "$1" "$2" \
+CONFIG=$1
+CHECKPOINT=$2
+GPUS=$3
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+PORT=${PORT:-29500}
+MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
+source "$(dirname "$0")/find_python.sh"  # sets PYTHON
+
+PYTHONPATH="$(dirname "$0")/..":$PYTHONPATH \
+"$PYTHON" -m torch.distributed.run \
+    --nnodes="$NNODES" \
+    --node_rank="$NODE_RANK" \
+    --master_addr="$MASTER_ADDR" \
+    --nproc_per_node="$GPUS" \
+    --master_port="$PORT" \
+    "$(dirname "$0")/test.py" \
+    "$CONFIG" \
+    "$CHECKPOINT" \
     --launcher pytorch "${@:4}"

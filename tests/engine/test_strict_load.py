@@ -232,7 +232,9 @@ def test_pretrained_init_of_another_width_stops_before_training(
         tmp_path,
         **{
             'model.init_cfg': dict(
-                type='Pretrained', checkpoint=str(ckpts['other'])
+                _delete_=True,  # the model's default init_cfg is a list
+                type='Pretrained',
+                checkpoint=str(ckpts['other']),
             )
         },
     )
@@ -278,7 +280,10 @@ def test_pretrained_init_allow_partial_trains_with_what_fits(
     ckpts, tmp_path, repo_root, fashion_mnist_root
 ):
     init_cfg = dict(
-        type='Pretrained', checkpoint=str(ckpts['shallow']), allow_partial=True
+        _delete_=True,  # the model's default init_cfg is a list
+        type='Pretrained',
+        checkpoint=str(ckpts['shallow']),
+        allow_partial=True,
     )
     runner = init_cfg_runner(
         repo_root, tmp_path, **{'model.init_cfg': init_cfg}
