@@ -28,9 +28,12 @@ def run(cmd, cwd, env=None, timeout=600):
 def trained(tmp_path_factory, repo_root, python, fashion_mnist_root):
     """Two epochs of the tiny config through tools/train.py."""
     work_dir = tmp_path_factory.mktemp('train')
+    # One thread, as each process of the two-process run: the same order of
+    # float sums, so the runs compare at a tight tolerance.
     log = run(
         [python, 'tools/train.py', TINY, '--work-dir', str(work_dir)],
         repo_root,
+        env=dict(os.environ, OMP_NUM_THREADS='1'),
     )
     return work_dir, log
 
