@@ -40,13 +40,15 @@ def train_then_test(cfg) -> tuple:
     return runner, metrics, trained - started, time.time() - trained
 
 
-def in_workers(fn, items, args=(), jobs=1, threads=1):
+def in_workers(fn, items, args=(), jobs=1, threads=1, fresh=False):
     """``fn(item, *args)`` for every item: yield ``(item, result)`` as each
     finishes, in this process one after the other (``jobs`` 1) or ``jobs``
     at a time in spawned worker processes with ``threads`` torch threads
     each (``fn`` must then be importable: a module-level function).
+    ``fresh``: each item in a new worker process, even with ``jobs`` 1 (so
+    the process's peak memory is the item's).
     """
-    if jobs == 1:
+    if jobs == 1 and not fresh:
         for item in items:
             yield item, fn(item, *args)
         return
@@ -56,6 +58,7 @@ def in_workers(fn, items, args=(), jobs=1, threads=1):
         mp_context=spawn,
         initializer=torch.set_num_threads,
         initargs=(threads,),
+        max_tasks_per_child=1 if fresh else None,
     ) as pool:
         futures = {pool.submit(fn, item, *args): item for item in items}
         for future in as_completed(futures):

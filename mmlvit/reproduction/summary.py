@@ -1,5 +1,8 @@
-"""What every grid's tables share: statistics over seeds, the text of a
-table cell, the line naming the teacher."""
+"""What every grid's tables share: statistics over seeds, differences in
+pooled standard deviations, the text of a table cell, the line naming the
+teacher."""
+
+import math
 
 
 def mean_std(values) -> tuple:
@@ -10,6 +13,14 @@ def mean_std(values) -> tuple:
     t = torch.tensor(values, dtype=torch.float32)
     std = t.std().item() if len(values) > 1 else 0.0
     return t.mean().item(), std
+
+
+def gain(cell, reference):
+    """``cell.mean - reference.mean`` and that difference in units of the
+    two cells' pooled std (None when both stds are 0)."""
+    delta = cell.mean - reference.mean
+    pooled = math.sqrt((cell.std**2 + reference.std**2) / 2)
+    return delta, (delta / pooled if pooled > 0 else None)
 
 
 def cell(summary) -> str:

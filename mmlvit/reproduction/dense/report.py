@@ -3,12 +3,11 @@ metric's mean +- std per setting, and each setting's gain over Random (in
 points and in units of the two cells' pooled std) with the share of the
 Random-to-softmax gap it closes."""
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 
 from ..configs import SOFTMAX, setting_title
-from ..summary import cell, mean_std
+from ..summary import cell, gain, mean_std
 from .configs import DENSE_SETTINGS
 from .records import TASK_METRICS
 
@@ -71,14 +70,6 @@ def summarise_dense(results):
             if cells:
                 table[(task, metric)] = cells
     return table
-
-
-def gain(cell, random):
-    """``cell.mean - random.mean`` and that difference in units of the two
-    cells' pooled std (None when both stds are 0)."""
-    delta = cell.mean - random.mean
-    pooled = math.sqrt((cell.std**2 + random.std**2) / 2)
-    return delta, (delta / pooled if pooled > 0 else None)
 
 
 def gap_closed(cell, random, softmax):
