@@ -10,6 +10,7 @@ from mmpretrain.registry import MODELS
 from mmlvit.engine.logs import hide_frozen_teacher_notes
 from mmlvit.transfer import SoftmaxCheckpoint
 
+from ..lora import add_adapters
 from .recorder import AttentionRecording, attention_modules, check_recordable
 from .student_state import TEACHER, keep_student_only
 from .teacher import load_teacher_weights
@@ -71,6 +72,13 @@ class AttentionDistiller(BaseModel):
             unless the student config sets its own (used only when
             ``student`` is a config).
         init_cfg (dict, optional): mmengine init config.
+        adapters (dict, optional): Low-rank adapters on the student's
+            linear layers, added when the distiller is built (so the
+            optimizer holds them): the keyword arguments of
+            :func:`mmlvit.models.lora.add_adapters`, e.g.
+            ``dict(rank=4, alpha=4, targets=['attn.qkv', 'attn.proj'])``.
+            ``ConversionStagesHook`` decides which stages train them and
+            saves checkpoints with them merged. Defaults to None (none).
 
     Attributes:
         softmax_checkpoint (SoftmaxCheckpoint): The teacher's checkpoint.
@@ -88,6 +96,7 @@ class AttentionDistiller(BaseModel):
         distill_losses: list[dict] = (dict(type='AttentionOutputMSE'),),
         data_preprocessor: dict | None = None,
         init_cfg: dict | None = None,
+        adapters: dict | None = None,
     ) -> None:
         if isinstance(student, dict):
             student = dict(student)
@@ -100,6 +109,8 @@ class AttentionDistiller(BaseModel):
             data_preprocessor=student.data_preprocessor, init_cfg=init_cfg
         )
         self.student = student
+        if adapters is not None:
+            add_adapters(self.student, **adapters)
         self.teacher = self.build_teacher(teacher)
         self.softmax_checkpoint = load_teacher_weights(
             self.teacher, teacher_checkpoint
