@@ -9,6 +9,8 @@ from mmengine.model import is_model_wrapper
 from mmengine.runner import EpochBasedTrainLoop
 from mmpretrain.registry import HOOKS
 
+from mmlvit.models.lora import ADAPTER_MARK, restore_unmerged, save_merged
+
 if TYPE_CHECKING:
     from mmengine.runner import Runner
 
@@ -27,11 +29,24 @@ class Stage:
     frozen: tuple[str, ...]
 
     def trains(self, name: str) -> bool:
-        """Whether the student parameter ``name`` trains in this stage."""
-        picked = self.trainable is None or any(
-            fragment in name for fragment in self.trainable
-        )
+        """Whether the student parameter ``name`` trains in this stage
+        (an adapter's only when a ``trainable`` fragment names adapters)."""
+        if self.trainable is None:
+            picked = ADAPTER_MARK not in name
+        else:
+            picked = any(
+                selects(fragment, name) for fragment in self.trainable
+            )
         return picked and not any(fragment in name for fragment in self.frozen)
+
+
+def selects(fragment: str, name: str) -> bool:
+    """Whether the ``trainable`` fragment picks parameter ``name``: it
+    occurs in the name, and an adapter's (``lora_``) only when the fragment
+    names adapters too."""
+    return fragment in name and (
+        ADAPTER_MARK not in name or ADAPTER_MARK in fragment
+    )
 
 
 def parse_stage(number: int, cfg: dict) -> tuple[str, Stage]:
@@ -86,9 +101,19 @@ class ConversionStagesHook(Hook):
     - ``trainable`` (list[str], optional): name fragments of the student
       parameters that train, e.g. ``['attn']``; a parameter matches when a
       fragment occurs in its name relative to the student
-      (``backbone.layers.0.attn.qkv.weight``). Defaults to all of them.
+      (``backbone.layers.0.attn.qkv.weight``). Defaults to all of them
+      but the adapters.
     - ``frozen`` (list[str]): fragments of parameters that do not train,
       e.g. ``['ffn']``; applied after ``trainable``.
+
+    Low-rank adapters (the distiller's ``adapters``, parameters named
+    ``lora_A``/``lora_B``) train only in stages whose ``trainable`` has a
+    fragment holding ``lora_``, e.g. ``['lora_', 'head']`` (the adapters and
+    the head; the adapted weights stay as they are). Checkpoints hold the
+    adapters merged into the weights, a plain classifier, plus their
+    unmerged tensors under ``unmerged_adapters``, which a loaded checkpoint
+    gives back (:func:`mmlvit.models.lora.restore_unmerged`), so a run
+    resumed inside an adapter stage continues exactly.
 
     The stage follows from the loop's epoch (or iteration) alone, set before
     each training epoch (or iteration), so a run resumed inside stage k is
@@ -103,7 +128,9 @@ class ConversionStagesHook(Hook):
         stages (list[dict]): The stages, in order.
     """
 
-    priority = 'NORMAL'
+    # Before StrictLoadHook (VERY_HIGH) compares a loaded checkpoint with
+    # the model: the adapters must be back in its state dict by then.
+    priority = 'HIGHEST'
 
     def __init__(self, stages: list[dict]) -> None:
         if not stages:
@@ -134,7 +161,33 @@ class ConversionStagesHook(Hook):
         }
         for number, stage in enumerate(self.stages, 1):
             self._check_stage(number, stage)
+        adapters = [name for name in self._params if ADAPTER_MARK in name]
+        if adapters and not any(
+            stage.trains(name) for stage in self.stages for name in adapters
+        ):
+            raise ValueError(
+                'ConversionStagesHook: the student has adapters '
+                "(model.adapters) but no stage trains them: add 'lora_' to "
+                "a stage's trainable, e.g. trainable=['lora_', 'head'], or "
+                'drop model.adapters.'
+            )
         self._current = None
+
+    def before_save_checkpoint(
+        self, runner: 'Runner', checkpoint: dict
+    ) -> None:
+        """Save the student's adapters merged (a plain classifier), with
+        their unmerged tensors to resume with (:func:`save_merged`)."""
+        save_merged(checkpoint, self._distiller(runner).student)
+
+    def after_load_checkpoint(
+        self, runner: 'Runner', checkpoint: dict
+    ) -> None:
+        """Give the student's adapters back to a loaded checkpoint
+        (:func:`restore_unmerged`)."""
+        student = getattr(self._unwrapped(runner), 'student', None)
+        if student is not None:
+            restore_unmerged(checkpoint, student)
 
     def before_train_epoch(self, runner: 'Runner') -> None:
         if self.unit == 'epochs':
@@ -188,7 +241,24 @@ class ConversionStagesHook(Hook):
                     f"dict(type='{name}', loss_weight=0.0) to "
                     'model.distill_losses.'
                 )
-        for fragment in (*(stage.trainable or ()), *stage.frozen):
+        adapters = [name for name in self._params if ADAPTER_MARK in name]
+        for fragment in stage.trainable or ():
+            if ADAPTER_MARK in fragment and not adapters:
+                raise ValueError(
+                    f"{where}: '{fragment}' names adapters but the student "
+                    'has none: set model.adapters, e.g. dict(rank=4).'
+                )
+            if not any(selects(fragment, name) for name in self._params):
+                raise ValueError(
+                    f"{where}: '{fragment}' matches no trainable student "
+                    'parameter name'
+                    + (
+                        " (adapters train only when a fragment holds 'lora_')."
+                        if any(fragment in name for name in adapters)
+                        else '.'
+                    )
+                )
+        for fragment in stage.frozen:
             if not any(fragment in name for name in self._params):
                 raise ValueError(
                     f"{where}: '{fragment}' matches no trainable student "
@@ -231,9 +301,13 @@ class ConversionStagesHook(Hook):
         return losses
 
     @staticmethod
-    def _distiller(runner: 'Runner'):
+    def _unwrapped(runner: 'Runner'):
         model = runner.model
-        model = model.module if is_model_wrapper(model) else model
+        return model.module if is_model_wrapper(model) else model
+
+    @classmethod
+    def _distiller(cls, runner: 'Runner'):
+        model = cls._unwrapped(runner)
         if not hasattr(model, 'task_scale'):
             raise TypeError(
                 'ConversionStagesHook needs an AttentionDistiller model, got '
