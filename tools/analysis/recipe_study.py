@@ -35,6 +35,7 @@ from mmlvit.reproduction.classification.recipe_report import (
 )
 from mmlvit.reproduction.classification.recipes import (
     ARMS,
+    WARMUP_ITERS,
     arm_config,
     arm_operator,
     keep_softmax,
@@ -80,6 +81,13 @@ def parse_args(argv=None):
     )
     parser.add_argument('--teacher', default=DEFAULT_TEACHER)
     parser.add_argument(
+        '--warmup-iters',
+        type=int,
+        default=WARMUP_ITERS,
+        help='distillation iterations before a hybrid chooses its block '
+        '(%(default)s)',
+    )
+    parser.add_argument(
         '--report',
         action='store_true',
         help='only write the table and plot of --out, no runs',
@@ -89,7 +97,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def train_arm(todo, operator, epochs, teacher, work_root, data):
+def train_arm(todo, operator, epochs, teacher, work_root, data, warmup):
     """Train and test one run, ``todo`` = (arm name, seed), in this
     process; returns its CSV row."""
     name, seed = todo
@@ -101,7 +109,7 @@ def train_arm(todo, operator, epochs, teacher, work_root, data):
     blocks, scores, select_s = [], '', 0.0
     if arm.hybrid:
         started = time.time()
-        blocks, scores = keep_softmax(cfg, arm.hybrid, work_dir)
+        blocks, scores = keep_softmax(cfg, arm.hybrid, work_dir, warmup)
         select_s = time.time() - started
     _, metrics, train_s, test_s = train_then_test(cfg)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -151,6 +159,7 @@ def main(argv=None):
             args.teacher,
             args.work_root,
             (args.train_indices, args.test_indices),
+            args.warmup_iters,
         )
         started = time.time()
         runs = in_workers(train_arm, todo, context, args.jobs, fresh=True)

@@ -126,8 +126,8 @@ ARMS = {
 
 
 def split_epochs(epochs: int, shares) -> list[int]:
-    """``epochs`` split in proportion to ``shares``, each stage at least
-    one epoch (largest remainders get the rounding).
+    """``epochs`` split between stages: one epoch each, the rest in
+    proportion to ``shares`` (largest remainders get the rounding).
 
     Raises:
         ValueError: Fewer epochs than stages.
@@ -137,12 +137,13 @@ def split_epochs(epochs: int, shares) -> list[int]:
             f'{epochs} epochs cannot hold {len(shares)} stages of at least '
             'one epoch each.'
         )
-    exact = [epochs * s / sum(shares) for s in shares]
-    split = [max(1, int(x)) for x in exact]
+    rest = epochs - len(shares)
+    exact = [rest * s / sum(shares) for s in shares]
+    split = [int(x) for x in exact]
     order = sorted(range(len(exact)), key=lambda i: split[i] - exact[i])
-    for i in order[: epochs - sum(split)]:
+    for i in order[: rest - sum(split)]:
         split[i] += 1
-    return split
+    return [1 + n for n in split]
 
 
 def arm_operator(arm: Arm, operator: str) -> str:
@@ -150,12 +151,25 @@ def arm_operator(arm: Arm, operator: str) -> str:
     return arm.operator or operator
 
 
-def arm_config(arm: Arm, operator: str, epochs: int, seed: int, teacher: str,
-               work_dir: str):  # fmt: skip
+def arm_config(
+    arm: Arm,
+    operator: str,
+    epochs: int,
+    seed: int,
+    teacher: str,
+    work_dir: str,
+):
     """The mmengine config of one arm's run, before any hybrid block is
     chosen (:func:`keep_softmax` does that)."""
-    run = Run(DATASET, arm_operator(arm, operator), arm.setting, True,
-              PAPER_DISTILL_WEIGHT, epochs, seed)  # fmt: skip
+    run = Run(
+        DATASET,
+        arm_operator(arm, operator),
+        arm.setting,
+        True,
+        PAPER_DISTILL_WEIGHT,
+        epochs,
+        seed,
+    )
     cfg = run_config(run, teacher, work_dir)
     cfg.model.distill_losses = [*cfg.model.distill_losses, *arm.losses]
     if arm.adapters:
@@ -180,10 +194,12 @@ def stage_text(cfg) -> str:
     return str(cfg.train_cfg['max_epochs'])
 
 
-def keep_softmax(cfg, criterion: str, work_dir: str) -> tuple[list, str]:
+def keep_softmax(
+    cfg, criterion: str, work_dir: str, warmup_iters: int = WARMUP_ITERS
+) -> tuple[list, str]:
     """Choose one block to keep softmax attention after a warm-up of
-    :data:`WARMUP_ITERS` distillation iterations and turn it into that
-    hybrid (teacher's attention weights copied).
+    ``warmup_iters`` distillation iterations (the same for both criteria)
+    and turn ``cfg`` into that hybrid (teacher's attention weights copied).
 
     Returns:
         tuple: The chosen blocks and the measurements, one text per block.
@@ -197,13 +213,13 @@ def keep_softmax(cfg, criterion: str, work_dir: str) -> tuple[list, str]:
 
     warmup_dir = osp.join(work_dir, 'warmup')
     if criterion == 'logit-kl':
-        distiller, images = warm_up(cfg, WARMUP_ITERS, warmup_dir)
+        distiller, images = warm_up(cfg, warmup_iters, warmup_dir)
         blocks, steps = greedy_kl_blocks(
             distiller.teacher, distiller.student, images, 1
         )
         scores = steps[0]['kl']
     elif criterion == 'block-error':
-        diagnosis = measure_blocks(cfg, WARMUP_ITERS, warmup_dir)
+        diagnosis = measure_blocks(cfg, warmup_iters, warmup_dir)
         blocks = diagnosis.worst_blocks(1, 'attn_rel_err')
         scores = {r['block']: r['attn_rel_err'] for r in diagnosis.blocks}
     else:
