@@ -155,3 +155,11 @@ def test_adapter_stages_that_cannot_work_are_refused(
     with pytest.raises(ValueError) as err:
         runner.train()
     assert str(err.value) == f'ConversionStagesHook: {error}'
+
+
+def test_adapters_with_ema_are_refused(setup, tmp_path):
+    cfg = setup(tmp_path)
+    cfg.custom_hooks.append(dict(type='EMAHook'))
+    runner = Runner.from_cfg(cfg)
+    with pytest.raises(ValueError, match='EMAHook cannot average a student'):
+        runner.train()

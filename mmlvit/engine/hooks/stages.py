@@ -4,7 +4,7 @@ train, switched at stage boundaries within one run."""
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mmengine.hooks import Hook
+from mmengine.hooks import EMAHook, Hook
 from mmengine.model import is_model_wrapper
 from mmengine.runner import EpochBasedTrainLoop
 from mmpretrain.registry import HOOKS
@@ -162,6 +162,12 @@ class ConversionStagesHook(Hook):
         for number, stage in enumerate(self.stages, 1):
             self._check_stage(number, stage)
         adapters = [name for name in self._params if ADAPTER_MARK in name]
+        if adapters and any(isinstance(h, EMAHook) for h in runner.hooks):
+            raise ValueError(
+                'ConversionStagesHook: EMAHook cannot average a student with '
+                'adapters (checkpoints merge them into plain weights): '
+                'drop EMAHook or model.adapters.'
+            )
         if adapters and not any(
             stage.trains(name) for stage in self.stages for name in adapters
         ):
