@@ -22,7 +22,7 @@ def qkv_gradients(q: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(buffer[:, :, i].transpose(1, 2) for i in range(3))
 
 
-def _common_buffer(dq, dk, dv):
+def common_buffer(dq, dk, dv):
     """The (B, N, 3, h, d) tensor whose slots dq, dk, dv (B, h, N, d) are,
     as :func:`qkv_gradients` lays them out, or None."""
     base = dq._base
@@ -50,7 +50,7 @@ class SplitQKV(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dq, dk, dv):
-        base = _common_buffer(dq, dk, dv)
+        base = common_buffer(dq, dk, dv)
         if base is not None:
             return base
         return torch.stack([g.transpose(1, 2) for g in (dq, dk, dv)], dim=2)

@@ -23,7 +23,7 @@ import torch  # noqa: E402
 from gla_inputs import grads, inputs  # noqa: E402
 
 from mmlvit.ops.gla import bidirectional_gla_map, triton_backend  # noqa: E402
-from mmlvit.ops.heads import _common_buffer  # noqa: E402
+from mmlvit.ops.heads import common_buffer  # noqa: E402
 
 NAMES = 'q k v g_fwd g_bwd'.split()
 DTYPES = {
@@ -52,7 +52,7 @@ def compare(tensors, scale=0.4):
 
     def recording_backward(*args):
         dq, dk, dv, *dg = backward(*args)
-        seen['qkv_grad_buffer'] = _common_buffer(dq, dk, dv) is not None
+        seen['qkv_grad_buffer'] = common_buffer(dq, dk, dv) is not None
         return dq, dk, dv, *dg
 
     triton_backend.forward = recording

@@ -111,6 +111,7 @@ class Launch:
         self.splits = -(-self.tiles // self.per_split)
         self.eps = eps
         self.alpha = scale / self.N  # InLine's s/N
+        self.grads = None  # this backward pass's dq, dk, dv slots
         self.constants = dict(
             MODE=MODES[mode],
             BLOCKED=blocks is not None,
@@ -135,7 +136,7 @@ class Launch:
         if slot == 0:
             alike = self.DK == self.DV
             self.grads = qkv_gradients(like) if alike else None
-        grads = getattr(self, 'grads', None)
+        grads = self.grads
         if grads is None or grads[slot].dtype != like.dtype:
             return _empty_heads(like, like.shape[-1])
         if slot == 2:
