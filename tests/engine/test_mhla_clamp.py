@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 from mmengine.hooks import Hook
 from mmengine.model import BaseModel
-from mmengine.runner import Runner
+from tiny_runs import iter_runner
 
 import mmlvit  # noqa: F401
 from mmlvit.models.attentions import MHLAttention, SoftmaxAttention
@@ -64,21 +64,16 @@ class MixingProbe(Hook):
 def train(tmp_path, hooks=()):
     probe = MixingProbe()
     model = ToyDistiller()
-    runner = Runner(
-        model=model,
-        work_dir=str(tmp_path),
+    runner = iter_runner(
+        model,
+        tmp_path,
+        ToyDataset(),
+        batch_size=2,
+        collate='default_collate',
+        iters=3,
+        optimizer=dict(type='SGD', lr=1.0),
         experiment_name=f'mhla_clamp_{len(hooks)}',
-        train_dataloader=dict(
-            dataset=ToyDataset(),
-            sampler=dict(type='DefaultSampler', shuffle=False),
-            batch_size=2,
-            collate_fn=dict(type='default_collate'),
-        ),
-        train_cfg=dict(by_epoch=False, max_iters=3),
-        optim_wrapper=dict(optimizer=dict(type='SGD', lr=1.0)),
-        default_hooks=dict(checkpoint=None),
         custom_hooks=[probe, *hooks],
-        default_scope='mmpretrain',
     )
     runner.train()
     return model, probe.ranges

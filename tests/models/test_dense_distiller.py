@@ -14,22 +14,26 @@ mmseg = pytest.importorskip('mmseg')
 mmdet = pytest.importorskip('mmdet')
 
 from dense_samples import det_batch, seg_batch  # noqa: E402
-from mmpretrain.registry import MODELS  # noqa: E402
 from test_distiller import attention_outputs, mse64  # noqa: E402
+from tiny_vit import (  # noqa: E402
+    TINY_ARCH,
+    build_distiller,
+    classifier_cfg,
+    save_classifier,
+)
 
 from mmlvit.checkpoint import CheckpointError  # noqa: E402
 
-ARCH = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 SIZE = 64
 TEACHER_BACKBONE = dict(
-    type='VisionTransformer', arch=ARCH, img_size=SIZE, patch_size=8
+    type='VisionTransformer', arch=TINY_ARCH, img_size=SIZE, patch_size=8
 )
 
 
 def student_backbone(operator='ReLULinearAttention'):
     return dict(
         type='mmpretrain.LinearVisionTransformer',
-        arch=ARCH,
+        arch=TINY_ARCH,
         img_size=SIZE,
         patch_size=8,
         out_indices=(0, 1),
@@ -95,36 +99,19 @@ def detector():
 def teacher_ckpt(tmp_path_factory):
     """A softmax ViT classifier in mmpretrain's checkpoint format (head
     included, as a classification checkpoint has it)."""
-    torch.manual_seed(0)
-    classifier = MODELS.build(
-        dict(
-            type='ImageClassifier',
-            backbone=TEACHER_BACKBONE,
-            head=dict(
-                type='VisionTransformerClsHead', num_classes=10, in_channels=32
-            ),
-        )
-    )
-    classifier.init_weights()
     path = tmp_path_factory.mktemp('teacher') / 'teacher.pth'
-    torch.save(dict(state_dict=classifier.state_dict(), meta=dict()), path)
-    return path
+    return save_classifier(classifier_cfg(TEACHER_BACKBONE), path)
 
 
 def build(teacher_ckpt, student, scope, teacher=TEACHER_BACKBONE, **kwargs):
-    torch.manual_seed(1)
     with DefaultScope.overwrite_default_scope(scope):
-        distiller = MODELS.build(
-            ConfigDict(
-                type='mmpretrain.DenseAttentionDistiller',
-                student=student,
-                teacher=teacher,
-                teacher_checkpoint=str(teacher_ckpt),
-                **kwargs,
-            )
+        return build_distiller(
+            teacher_ckpt,
+            student,
+            teacher,
+            type='mmpretrain.DenseAttentionDistiller',
+            **kwargs,
         )
-    distiller.init_weights()
-    return distiller
 
 
 def teacher_block_outputs(teacher_backbone, inputs):
@@ -232,7 +219,7 @@ def test_predict_is_the_students(teacher_ckpt):
 
 
 def test_teacher_of_another_depth_is_refused(teacher_ckpt):
-    deeper = dict(TEACHER_BACKBONE, arch=dict(ARCH, num_layers=3))
+    deeper = dict(TEACHER_BACKBONE, arch=dict(TINY_ARCH, num_layers=3))
     with pytest.raises(CheckpointError, match='leaves .* teacher parameters'):
         build(teacher_ckpt, segmentor(), 'mmseg', teacher=deeper)
 

@@ -9,32 +9,17 @@ import types
 import pytest
 import torch
 from mmengine.hooks import Hook
-from mmengine.runner import Runner
 from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
+from tiny_runs import iter_runner
+from tiny_vit import backbone_cfg, classifier_cfg, save_classifier
 
 import mmlvit  # noqa: F401
 from mmlvit.models.distillers import AttentionRecording
 
-ARCH = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
-BACKBONE = dict(
-    type='VisionTransformer',
-    arch=ARCH,
-    img_size=32,
-    patch_size=8,
-    in_channels=1,
-)
-HEAD = dict(type='VisionTransformerClsHead', num_classes=10, in_channels=32)
-TEACHER = dict(type='ImageClassifier', backbone=BACKBONE, head=HEAD)
+TEACHER = classifier_cfg(backbone_cfg())
 # TTT mixes patch tokens only: the backbone pools them for the head.
-STUDENT = dict(
-    TEACHER,
-    backbone=dict(
-        BACKBONE,
-        type='LinearVisionTransformer',
-        attn_cfg=dict(type='TTTAttention'),
-    ),
-)
+STUDENT = classifier_cfg(backbone_cfg('TTTAttention'))
 
 
 def features(value):
@@ -85,7 +70,7 @@ def test_errors():
 
 
 # The backbone returns every block's class token; the head reads the last.
-TWO_STAGES = dict(TEACHER, backbone=dict(BACKBONE, out_indices=[0, 1]))
+TWO_STAGES = classifier_cfg(backbone_cfg(out_indices=[0, 1]))
 
 
 @pytest.mark.parametrize(
@@ -133,14 +118,10 @@ class LoggedValues(Hook):
 
 @pytest.mark.parametrize('distance', ['mse', 'cosine'])
 def test_distillation_aligns_the_features(distance, tmp_path):
-    torch.manual_seed(0)
-    teacher = MODELS.build(TEACHER)
-    teacher.init_weights()
-    checkpoint = tmp_path / 'teacher.pth'
-    torch.save(dict(state_dict=teacher.state_dict()), checkpoint)
+    checkpoint = save_classifier(TEACHER, tmp_path / 'teacher.pth')
     logged = LoggedValues()
-    runner = Runner(
-        model=dict(
+    runner = iter_runner(
+        dict(
             type='AttentionDistiller',
             student=STUDENT,
             teacher=TEACHER,
@@ -156,19 +137,14 @@ def test_distillation_aligns_the_features(distance, tmp_path):
                 type='ClsDataPreprocessor', num_classes=10, mean=[0], std=[1]
             ),
         ),
-        work_dir=str(tmp_path),
+        tmp_path,
+        FixedBatch(),
+        batch_size=4,
+        collate='pseudo_collate',
+        iters=6,
+        optimizer=dict(type='AdamW', lr=3e-3),
         experiment_name=f'feature_alignment_{distance}',
-        train_dataloader=dict(
-            dataset=FixedBatch(),
-            sampler=dict(type='DefaultSampler', shuffle=False),
-            batch_size=4,
-            collate_fn=dict(type='pseudo_collate'),
-        ),
-        train_cfg=dict(by_epoch=False, max_iters=6),
-        optim_wrapper=dict(optimizer=dict(type='AdamW', lr=3e-3)),
-        default_hooks=dict(checkpoint=None),
         custom_hooks=[logged],
-        default_scope='mmpretrain',
         randomness=dict(seed=1),
     )
     runner.train()

@@ -16,38 +16,19 @@ import pytest
 import torch
 from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
+from tiny_vit import TINY_ARCH, backbone_cfg, build_distiller, classifier_cfg
 
 import mmlvit  # noqa: F401
 from mmlvit.models.distillers import AttentionRecording
 from mmlvit.models.losses import registered_distill_losses
 
 LOSSES = list(registered_distill_losses())
-ARCH = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 
 
 def classifier(attn=None, seed=0):
     """A tiny classifier: mmpretrain's softmax ViT, or a linear one."""
-    backbone = dict(
-        type='VisionTransformer',
-        arch=ARCH,
-        img_size=32,
-        patch_size=8,
-        in_channels=1,
-    )
-    if attn is not None:
-        backbone.update(
-            type='LinearVisionTransformer', attn_cfg=dict(type=attn)
-        )
     torch.manual_seed(seed)
-    model = MODELS.build(
-        dict(
-            type='ImageClassifier',
-            backbone=backbone,
-            head=dict(
-                type='VisionTransformerClsHead', num_classes=10, in_channels=32
-            ),
-        )
-    )
+    model = MODELS.build(classifier_cfg(backbone_cfg(attn)))
     model.init_weights()
     # mmpretrain zero-initialises the head: give the logits a spread.
     torch.nn.init.normal_(model.head.layers.head.weight, std=0.5)
@@ -77,7 +58,7 @@ def build(name, loss_weight=1.0):
 
 def recordings(loss, student, teacher, images):
     """Both models recorded through the loss's declared ``records``."""
-    blocks = loss.block_indices(ARCH['num_layers'])
+    blocks = loss.block_indices(TINY_ARCH['num_layers'])
     with (
         torch.no_grad(),
         AttentionRecording(teacher, blocks, loss.records, 'teacher') as t,
@@ -142,27 +123,11 @@ def test_the_distiller_records_what_it_declares(
 ):
     path = tmp_path / 'teacher.pth'
     torch.save(dict(state_dict=teacher.state_dict()), path)
-    arch = dict(type='VisionTransformer', arch=ARCH, img_size=32)
-    backbone = dict(arch, patch_size=8, in_channels=1)
-    head = dict(
-        type='VisionTransformerClsHead', num_classes=10, in_channels=32
-    )
-    distiller = MODELS.build(
-        dict(
-            type='AttentionDistiller',
-            student=dict(
-                type='ImageClassifier',
-                backbone=dict(
-                    backbone,
-                    type='LinearVisionTransformer',
-                    attn_cfg=dict(type='ReLULinearAttention'),
-                ),
-                head=head,
-            ),
-            teacher=dict(type='ImageClassifier', backbone=backbone, head=head),
-            teacher_checkpoint=str(path),
-            distill_losses=[dict(type=name, loss_weight=1.0)],
-        )
+    distiller = build_distiller(
+        path,
+        classifier_cfg(backbone_cfg('ReLULinearAttention')),
+        classifier_cfg(backbone_cfg()),
+        distill_losses=[dict(type=name, loss_weight=1.0)],
     )
     assert set(build(name).records) <= set(distiller.records)
     samples = [DataSample().set_gt_label(i) for i in range(2)]

@@ -9,72 +9,33 @@ import numpy as np
 import pytest
 import torch
 from mmengine.optim import OptimWrapper
-from mmpretrain.registry import HOOKS, MODELS
+from mmpretrain.registry import HOOKS
 from mmpretrain.structures import DataSample
+from tiny_vit import (
+    NO_CLS,
+    backbone_cfg,
+    build_distiller,
+    classifier_cfg,
+    save_classifier,
+)
 
-ARCH = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 PREPROCESSOR = dict(
     type='ClsDataPreprocessor', num_classes=10, mean=[0.5], std=[2.0]
 )
-
-
-def backbone_cfg(type='VisionTransformer', **kwargs):
-    return dict(
-        type=type,
-        arch=ARCH,
-        img_size=32,
-        patch_size=8,
-        in_channels=1,
-        **kwargs,
-    )
-
-
-def classifier_cfg(backbone, **kwargs):
-    return dict(
-        type='ImageClassifier',
-        backbone=backbone,
-        head=dict(
-            type='VisionTransformerClsHead',
-            num_classes=10,
-            in_channels=backbone['arch']['embed_dims'],
-        ),
-        **kwargs,
-    )
-
-
 TEACHER = classifier_cfg(backbone_cfg())
-STUDENT = classifier_cfg(
-    backbone_cfg(
-        'LinearVisionTransformer', attn_cfg=dict(type='ReLULinearAttention')
-    )
-)
+STUDENT = classifier_cfg(backbone_cfg('ReLULinearAttention'))
 
 
 @pytest.fixture(scope='module')
 def teacher_ckpt(tmp_path_factory):
     """A softmax teacher in mmpretrain's checkpoint format."""
-    torch.manual_seed(0)
-    teacher = MODELS.build(TEACHER)
-    teacher.init_weights()
     path = tmp_path_factory.mktemp('teacher') / 'teacher.pth'
-    torch.save(dict(state_dict=teacher.state_dict(), meta=dict()), path)
-    return path
+    return save_classifier(TEACHER, path)
 
 
 def build(teacher_ckpt, student=STUDENT, teacher=TEACHER, **kwargs):
-    torch.manual_seed(1)
     kwargs.setdefault('data_preprocessor', PREPROCESSOR)
-    distiller = MODELS.build(
-        dict(
-            type='AttentionDistiller',
-            student=student,
-            teacher=teacher,
-            teacher_checkpoint=str(teacher_ckpt),
-            **kwargs,
-        )
-    )
-    distiller.init_weights()
-    return distiller
+    return build_distiller(teacher_ckpt, student, teacher, **kwargs)
 
 
 def batch(size=4, seed=0):
@@ -233,15 +194,7 @@ def test_mixup_batch_is_the_same_for_teacher_and_student(teacher_ckpt):
 
 
 def test_patch_tokens_matched_for_a_student_without_class_token(teacher_ckpt):
-    student = classifier_cfg(
-        backbone_cfg(
-            'LinearVisionTransformer',
-            attn_cfg=dict(type='ReLULinearAttention'),
-            with_cls_token=False,
-            out_type='avg_featmap',
-            pos_embed_type='sincos',
-        )
-    )
+    student = classifier_cfg(backbone_cfg('ReLULinearAttention', **NO_CLS))
     distiller = build(teacher_ckpt, student=student).train()
     inputs, samples = batch()
     losses = distiller(inputs, samples, mode='loss')

@@ -12,15 +12,8 @@ import torch
 from mmengine.model import ExponentialMovingAverage
 from mmengine.runner import load_checkpoint
 from mmpretrain.registry import MODELS
-from test_distiller import (
-    ARCH,
-    STUDENT,
-    TEACHER,
-    backbone_cfg,
-    batch,
-    build,
-    classifier_cfg,
-)
+from test_distiller import STUDENT, TEACHER, batch, build
+from tiny_vit import NO_CLS, TINY_ARCH, backbone_cfg, classifier_cfg
 
 from mmlvit.checkpoint import CheckpointError
 
@@ -133,14 +126,14 @@ def test_timm_safetensors_teacher(teacher_ckpt, tmp_path):
 
 def test_depth_mismatch_is_refused(teacher_ckpt):
     student = copy.deepcopy(STUDENT)
-    student['backbone']['arch'] = dict(ARCH, num_layers=3)
+    student['backbone']['arch'] = dict(TINY_ARCH, num_layers=3)
     with pytest.raises(ValueError, match='3 blocks and the teacher 2'):
         build(teacher_ckpt, student=student)
 
 
 def test_width_mismatch_is_refused(teacher_ckpt):
     student = copy.deepcopy(STUDENT)
-    student['backbone']['arch'] = dict(ARCH, embed_dims=16)
+    student['backbone']['arch'] = dict(TINY_ARCH, embed_dims=16)
     student['head']['in_channels'] = 16
     with pytest.raises(ValueError, match='16 wide and the teacher .* 32'):
         build(teacher_ckpt, student=student)
@@ -155,15 +148,7 @@ def test_missing_block_is_refused(teacher_ckpt):
 
 
 def test_map_loss_refuses_an_operator_without_map(teacher_ckpt):
-    student = classifier_cfg(
-        backbone_cfg(
-            'LinearVisionTransformer',
-            attn_cfg=dict(type='TTTAttention'),
-            with_cls_token=False,
-            out_type='avg_featmap',
-            pos_embed_type='sincos',
-        )
-    )
+    student = classifier_cfg(backbone_cfg('TTTAttention', **NO_CLS))
     with pytest.raises(TypeError, match='TTTAttention has no N x N'):
         build(
             teacher_ckpt,

@@ -1,6 +1,5 @@
 """tools/convert/timm_to_mmpretrain.py and tools/init_student.py."""
 
-import importlib.util
 import os.path as osp
 import subprocess
 
@@ -9,63 +8,28 @@ import torch
 from mmengine.registry import init_default_scope
 from mmpretrain.registry import MODELS
 from safetensors.torch import load_file
-from timm.models.vision_transformer import VisionTransformer
+from tiny_vit import (
+    TIMM_TINY,
+    backbone_cfg,
+    classifier_cfg,
+    perturbed_timm_vit,
+)
 
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
 from mmlvit.transfer import TransferError
 
 TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
-TINY_ARCH = dict(
-    embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64
-)
 
 
-def load_tool(repo_root, path):
-    spec = importlib.util.spec_from_file_location(
-        osp.basename(path)[:-3], osp.join(repo_root, path)
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def tiny_classifier(backbone_type='VisionTransformer', **backbone):
+def tiny_classifier(attn=None):
     init_default_scope('mmpretrain')
-    return MODELS.build(
-        dict(
-            type='ImageClassifier',
-            backbone=dict(
-                type=backbone_type,
-                arch=TINY_ARCH,
-                img_size=32,
-                patch_size=8,
-                in_channels=1,
-                **backbone,
-            ),
-            head=dict(
-                type='VisionTransformerClsHead', num_classes=10, in_channels=32
-            ),
-        )
-    ).eval()
+    return MODELS.build(classifier_cfg(backbone_cfg(attn))).eval()
 
 
 @pytest.fixture(scope='module')
 def timm_vit(tmp_path_factory):
     """A tiny timm ViT (the tiny config's shape) saved as a timm file."""
-    torch.manual_seed(0)
-    model = VisionTransformer(
-        img_size=32,
-        patch_size=8,
-        in_chans=1,
-        embed_dim=32,
-        depth=2,
-        num_heads=2,
-        mlp_ratio=2.0,
-        num_classes=10,
-    ).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            param.add_(torch.rand_like(param))  # no value a fresh init has
+    model = perturbed_timm_vit(**TIMM_TINY)
     path = tmp_path_factory.mktemp('timm') / 'tiny_vit.pth'
     torch.save(model.state_dict(), path)
     return model, path
@@ -96,8 +60,8 @@ def test_convert_cli(timm_vit, tmp_path, repo_root, python):
         )
 
 
-def test_convert_to_safetensors_and_errors(timm_vit, tmp_path, repo_root):
-    tool = load_tool(repo_root, 'tools/convert/timm_to_mmpretrain.py')
+def test_convert_to_safetensors_and_errors(timm_vit, tmp_path, load_tool):
+    tool = load_tool('tools/convert/timm_to_mmpretrain.py')
     _, path = timm_vit
     dst = tmp_path / 'tiny.safetensors'
     tool.main([str(path), str(dst), '--format', 'timm'])
@@ -112,36 +76,13 @@ def test_convert_to_safetensors_and_errors(timm_vit, tmp_path, repo_root):
 
 
 def write_student_config(tmp_path, repo_root, distill_from=None):
-    student = dict(
-        type='ImageClassifier',
-        backbone=dict(
-            type='LinearVisionTransformer',
-            arch=TINY_ARCH,
-            img_size=32,
-            patch_size=8,
-            in_channels=1,
-            attn_cfg=dict(type='ReLULinearAttention'),
-        ),
-        head=dict(
-            type='VisionTransformerClsHead', num_classes=10, in_channels=32
-        ),
-    )
+    student = classifier_cfg(backbone_cfg('ReLULinearAttention'))
     model = student
     if distill_from is not None:
-        teacher = dict(
-            student,
-            backbone=dict(
-                type='VisionTransformer',
-                arch=TINY_ARCH,
-                img_size=32,
-                patch_size=8,
-                in_channels=1,
-            ),
-        )
         model = dict(
             type='AttentionDistiller',
             student=student,
-            teacher=teacher,
+            teacher=classifier_cfg(backbone_cfg()),
             teacher_checkpoint=str(distill_from),
         )
     path = tmp_path / f'student_{distill_from is not None}.py'
@@ -153,8 +94,10 @@ def write_student_config(tmp_path, repo_root, distill_from=None):
     return path
 
 
-def test_init_student_mlpcopy(timm_vit, tmp_path, repo_root, capsys):
-    tool = load_tool(repo_root, 'tools/init_student.py')
+def test_init_student_mlpcopy(
+    timm_vit, tmp_path, repo_root, capsys, load_tool
+):
+    tool = load_tool('tools/init_student.py')
     _, path = timm_vit
     config = write_student_config(tmp_path, repo_root)
     out_file = tmp_path / 'init' / 'student.pth'
@@ -188,15 +131,13 @@ def test_init_student_mlpcopy(timm_vit, tmp_path, repo_root, capsys):
         )
     assert saved['meta']['setting'] == 'MLPCopy'
     # An ordinary classifier checkpoint: it loads strictly.
-    tiny_classifier(
-        'LinearVisionTransformer', attn_cfg=dict(type='ReLULinearAttention')
-    ).load_state_dict(state, strict=True)
+    tiny_classifier('ReLULinearAttention').load_state_dict(state, strict=True)
 
 
 def test_init_student_seeded_components_and_distiller(
-    timm_vit, tmp_path, repo_root
+    timm_vit, tmp_path, repo_root, load_tool
 ):
-    tool = load_tool(repo_root, 'tools/init_student.py')
+    tool = load_tool('tools/init_student.py')
     _, path = timm_vit
     config = write_student_config(tmp_path, repo_root)
     runs = []
@@ -245,19 +186,10 @@ def test_init_student_seeded_components_and_distiller(
     )
 
 
-def test_init_student_shape_mismatch(timm_vit, tmp_path, repo_root):
-    tool = load_tool(repo_root, 'tools/init_student.py')
+def test_init_student_shape_mismatch(timm_vit, tmp_path, repo_root, load_tool):
+    tool = load_tool('tools/init_student.py')
     config = write_student_config(tmp_path, repo_root)
-    torch.manual_seed(0)
-    wide = VisionTransformer(
-        img_size=32,
-        patch_size=8,
-        in_chans=1,
-        embed_dim=48,
-        depth=2,
-        num_heads=2,
-        num_classes=10,
-    )
+    wide = perturbed_timm_vit(**dict(TIMM_TINY, embed_dim=48, mlp_ratio=4.0))
     path = tmp_path / 'wide.safetensors'
     from safetensors.torch import save_file
 
@@ -272,11 +204,11 @@ def test_init_student_shape_mismatch(timm_vit, tmp_path, repo_root):
 
 
 def test_init_student_takes_the_checkpoint_once_for_a_distiller(
-    tiny_teacher_checkpoint, tmp_path, repo_root
+    tiny_teacher_checkpoint, tmp_path, repo_root, load_tool
 ):
     """A distillation config without model.teacher_checkpoint: the
     positional checkpoint is the teacher too."""
-    tool = load_tool(repo_root, 'tools/init_student.py')
+    tool = load_tool('tools/init_student.py')
     out_file = tmp_path / 'student.pth'
     tool.main(
         [

@@ -8,7 +8,7 @@ from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from mmpretrain.registry import MODELS
 from safetensors.torch import save_file
-from timm.models.vision_transformer import VisionTransformer
+from tiny_vit import TIMM_TINY, perturbed_timm_vit
 
 from mmlvit.checkpoint import load_checkpoint_file
 from mmlvit.transfer import TransferError, load_softmax_checkpoint
@@ -18,12 +18,9 @@ MLP = (('fc1', 'ffn.layers.0.0'), ('fc2', 'ffn.layers.1'))
 
 
 def timm_vit(**kwargs):
-    """A timm ViT whose every tensor differs from a fresh init."""
-    torch.manual_seed(0)
-    model = VisionTransformer(**kwargs)
-    with torch.no_grad():
-        for param in model.parameters():
-            param.add_(torch.rand_like(param))
+    """A timm ViT's state dict whose every tensor differs from a fresh
+    init."""
+    model = perturbed_timm_vit(**kwargs)
     return {k: v.contiguous() for k, v in model.state_dict().items()}
 
 
@@ -102,14 +99,7 @@ def test_convert_custom_shape_fullcopy(tmp_path, load_tool):
     """A width outside the zoo (64: one head per 64 channels), 1-channel
     32 px images, 8 px patches, 7 classes: the config gets a custom arch."""
     state = timm_vit(
-        img_size=32,
-        patch_size=8,
-        in_chans=1,
-        embed_dim=64,
-        depth=2,
-        num_heads=1,
-        mlp_ratio=2.0,
-        num_classes=7,
+        **dict(TIMM_TINY, embed_dim=64, num_heads=1, num_classes=7)
     )
     src = save(state, tmp_path / 'vit.pth')
     load_tool('tools/convert.py').main(

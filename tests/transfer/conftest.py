@@ -4,7 +4,7 @@ import pytest
 import torch
 from mmengine.registry import init_default_scope
 from mmpretrain.registry import MODELS
-from transfer_helpers import backbone_cfg, classifier_cfg
+from tiny_vit import backbone_cfg, classifier_cfg
 
 import mmlvit  # noqa: F401
 

@@ -16,9 +16,9 @@ from mmengine.registry import init_default_scope
 from mmpretrain.registry import MODELS
 
 HERE = osp.dirname(osp.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, osp.dirname(HERE))  # tests/: the tiny ViT configs
 
-from transfer_helpers import backbone_cfg, classifier_cfg  # noqa: E402
+from tiny_vit import backbone_cfg, classifier_cfg  # noqa: E402
 
 import mmlvit  # noqa: E402, F401
 from mmlvit.models.attentions import registered_operators  # noqa: E402

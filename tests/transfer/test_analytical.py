@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from transfer_helpers import backbone_cfg
+from tiny_vit import backbone_cfg
 
 from mmlvit.transfer import TransferError, apply_init
 from mmlvit.transfer.analytical import (

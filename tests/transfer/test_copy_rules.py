@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from plan_snapshot import SNAPSHOT, digest, snapshot
 from test_policies import FULL, assert_copied_exactly, in_components
-from transfer_helpers import TINY_ARCH, backbone_cfg
+from tiny_vit import TINY_ARCH, backbone_cfg
 
 from mmlvit.transfer import TransferError, apply_init
 from mmlvit.transfer.copy_rules import COPY_RULES, CopyRule, copy_into

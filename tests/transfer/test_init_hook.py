@@ -13,7 +13,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 from mmpretrain.registry import HOOKS
-from transfer_helpers import backbone_cfg, classifier_cfg
+from tiny_vit import backbone_cfg, classifier_cfg
 
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
 from mmlvit.engine.hooks import SoftmaxToLinearInitHook

@@ -5,7 +5,7 @@ import re
 
 import pytest
 import torch
-from transfer_helpers import TINY_ARCH, backbone_cfg
+from tiny_vit import TINY_ARCH, backbone_cfg
 
 from mmlvit.transfer import (
     SETTINGS,

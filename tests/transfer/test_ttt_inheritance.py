@@ -5,7 +5,7 @@ operator is initialised exactly as by FullCopy."""
 
 import pytest
 import torch
-from transfer_helpers import TINY_ARCH, backbone_cfg
+from tiny_vit import TINY_ARCH, backbone_cfg
 
 from mmlvit.models.attentions import TTTAttention, registered_operators
 from mmlvit.transfer import apply_init, get_setting
