@@ -6,7 +6,6 @@ Example:
 """
 
 import argparse
-import os
 import os.path as osp
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
@@ -20,7 +19,7 @@ from mmlvit.engine.fsdp import check_sharded_checkpoint
 from mmlvit.engine.logs import read_config
 from mmlvit.engine.mixed_precision import amp_summary
 from mmlvit.engine.runner import build_runner
-from mmlvit.utils.cli import add_cfg_options, add_launcher_arguments
+from mmlvit.utils.cli import parse_launched_args
 
 
 def parse_args(argv=None):
@@ -35,11 +34,7 @@ def parse_args(argv=None):
         help='test with automatic mixed precision (float16 autocast on a '
         'GPU, bfloat16 on the CPU)',
     )
-    add_cfg_options(parser)
-    add_launcher_arguments(parser)
-    args = parser.parse_args(argv)
-    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
-    return args
+    return parse_launched_args(parser, argv)
 
 
 def merge_args(cfg, args):

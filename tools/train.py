@@ -8,7 +8,6 @@ Examples:
 """
 
 import argparse
-import os
 import os.path as osp
 
 import torch
@@ -24,7 +23,7 @@ from mmlvit.engine.logs import read_config
 from mmlvit.engine.mixed_precision import amp_summary, amp_type
 from mmlvit.engine.runner import build_runner
 from mmlvit.engine.work_dir_lock import acquire_work_dir, is_rank_zero
-from mmlvit.utils.cli import add_cfg_options, add_launcher_arguments
+from mmlvit.utils.cli import parse_launched_args
 
 DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 
@@ -70,11 +69,7 @@ def parse_args(argv=None):
         help='disable persistent_workers in the dataloaders (it is already '
         'off for any dataloader with num_workers=0)',
     )
-    add_cfg_options(parser)
-    add_launcher_arguments(parser)
-    args = parser.parse_args(argv)
-    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
-    return args
+    return parse_launched_args(parser, argv)
 
 
 def set_dataloader_defaults(cfg, args):

@@ -1,6 +1,7 @@
 """Command-line pieces the project's tools share."""
 
 import argparse
+import os
 
 from mmengine.config import DictAction
 
@@ -27,3 +28,16 @@ def add_launcher_arguments(parser: argparse.ArgumentParser) -> None:
         help='job launcher',
     )
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+
+
+def parse_launched_args(
+    parser: argparse.ArgumentParser, argv: list[str] | None = None
+) -> argparse.Namespace:
+    """Parse the arguments of a script with :func:`add_launcher_arguments`,
+    its ``--cfg-options`` last (:func:`add_cfg_options`), and export
+    ``--local-rank`` as ``LOCAL_RANK`` where the launcher did not."""
+    add_cfg_options(parser)
+    add_launcher_arguments(parser)
+    args = parser.parse_args(argv)
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
