@@ -83,7 +83,8 @@ def test_staged_arms_split_ten_epochs_as_documented(tmp_path):
     }
     assert split['logit-kd'] == '4+6'
     assert split['features'] == '3+3+4'
-    assert split['lora'] == '4+6'
+    assert split['lora'] == split['kd-stage'] == '4+6'
+    assert split['feature-stage'] == '3+3+4'
 
 
 def cell(mean, std, n=3):

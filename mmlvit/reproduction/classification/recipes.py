@@ -20,6 +20,9 @@ DATASET = 'fashion-mnist-5k'
 WARMUP_ITERS = 100
 
 ALIGN_ATTENTION = dict(task_loss=False, trainable=['attn'])
+ALIGN_FEATURES = dict(task_loss=False, losses=dict(FinalFeatureAlignment=50.0))
+LOGIT_KD = dict(type='LogitKD', loss_weight=0.0)
+FEATURES = dict(type='FinalFeatureAlignment', loss_weight=0.0)
 LORA_ADAPTERS = dict(rank=4, alpha=4, targets=['attn.qkv', 'attn.proj'])
 
 
@@ -69,24 +72,27 @@ ARMS = {
             'align attention outputs (attention only), then task + MSE + '
             'logit KD (RADLADS)',
             stages=((2, ALIGN_ATTENTION), (3, dict(losses=dict(LogitKD=1.0)))),
-            losses=(dict(type='LogitKD', loss_weight=0.0),),
+            losses=(LOGIT_KD,),
+        ),
+        Arm(
+            'kd-stage',
+            "the paper's recipe, then the same with logit KD added",
+            stages=((2, {}), (3, dict(losses=dict(LogitKD=1.0)))),
+            losses=(LOGIT_KD,),
         ),
         Arm(
             'features',
             'align attention outputs, then final features (no task loss), '
             'then task + MSE (ViT-AdaLA)',
-            stages=(
-                (3, ALIGN_ATTENTION),
-                (
-                    3,
-                    dict(
-                        task_loss=False,
-                        losses=dict(FinalFeatureAlignment=50.0),
-                    ),
-                ),
-                (4, {}),
-            ),
-            losses=(dict(type='FinalFeatureAlignment', loss_weight=0.0),),
+            stages=((3, ALIGN_ATTENTION), (3, ALIGN_FEATURES), (4, {})),
+            losses=(FEATURES,),
+        ),
+        Arm(
+            'feature-stage',
+            "the paper's recipe, then final features + MSE (no task loss), "
+            'then task + MSE',
+            stages=((3, {}), (3, ALIGN_FEATURES), (4, {})),
+            losses=(FEATURES,),
         ),
         Arm(
             'lora',
