@@ -34,33 +34,28 @@ test_pipeline = [
                    'scale_factor')),
 ]
 
-# No worker processes: on a 2-core machine they would take cores from the
-# model. persistent_workers is stated because launchers other than ours
-# default it to True, which torch refuses without workers.
+# Both splits: batches of 8 without worker processes (on a 2-core machine
+# they would take cores from the model; persistent_workers is stated because
+# launchers other than ours default it to True, which torch refuses without
+# workers), the same dataset class and classes.
+__loader = dict(batch_size=8, num_workers=0, persistent_workers=False)
+__dataset = dict(type=dataset_type, data_root=data_root, metainfo=metainfo)
 train_dataloader = dict(
-    batch_size=8,
-    num_workers=0,
-    persistent_workers=False,
+    __loader,
     sampler=dict(type='DefaultSampler', shuffle=True),
     batch_sampler=dict(type='AspectRatioBatchSampler'),
     dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        metainfo=metainfo,
+        __dataset,
         ann_file='annotations/instances_train.json',
         data_prefix=dict(img='images/train/'),
         filter_cfg=dict(filter_empty_gt=True, min_size=32),
         pipeline=train_pipeline))
 val_dataloader = dict(
-    batch_size=8,
-    num_workers=0,
-    persistent_workers=False,
+    __loader,
     drop_last=False,
     sampler=dict(type='DefaultSampler', shuffle=False),
     dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        metainfo=metainfo,
+        __dataset,
         ann_file='annotations/instances_test.json',
         data_prefix=dict(img='images/test/'),
         test_mode=True,

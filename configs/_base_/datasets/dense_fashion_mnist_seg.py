@@ -43,18 +43,12 @@ train_dataloader = dict(
         reduce_zero_label=False,
         data_prefix=dict(img_path='images/train', seg_map_path='masks/train'),
         pipeline=train_pipeline))
+# The test split: the training loader in order, through the test pipeline.
 val_dataloader = dict(
-    batch_size=8,
-    num_workers=0,
-    persistent_workers=False,
+    train_dataloader,
     sampler=dict(type='DefaultSampler', shuffle=False),
     dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        metainfo=metainfo,
-        img_suffix='.png',
-        seg_map_suffix='.png',
-        reduce_zero_label=False,
+        train_dataloader['dataset'],
         data_prefix=dict(img_path='images/test', seg_map_path='masks/test'),
         pipeline=test_pipeline))
 test_dataloader = val_dataloader

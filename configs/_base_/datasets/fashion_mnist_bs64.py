@@ -28,19 +28,14 @@ train_dataloader = dict(
         pipeline=train_pipeline),
     sampler=dict(type='DefaultSampler', shuffle=True),
 )
+# The test split: the training loader in order, 256 images a batch, through
+# the test pipeline.
 val_dataloader = dict(
+    train_dataloader,
     batch_size=256,
-    num_workers=0,
-    persistent_workers=False,
-    dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        split='test',
-        test_mode=True,
-        download=False,
-        pipeline=test_pipeline),
-    sampler=dict(type='DefaultSampler', shuffle=False),
-)
+    dataset=dict(train_dataloader['dataset'], split='test', test_mode=True,
+                 pipeline=test_pipeline),
+    sampler=dict(type='DefaultSampler', shuffle=False))
 val_evaluator = dict(type='Accuracy', topk=(1, ))
 test_dataloader = val_dataloader
 test_evaluator = val_evaluator

@@ -15,13 +15,8 @@ data_preprocessor = dict(
 # Center crop 0.9: shorter side to 224 / 0.9 = 249, then the central 224.
 test_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(
-        type='ResizeEdge',
-        scale=249,
-        edge='short',
-        backend='pillow',
-        interpolation='bicubic',
-    ),
+    dict(type='ResizeEdge', scale=249, edge='short', backend='pillow',
+         interpolation='bicubic'),
     dict(type='CenterCrop', crop_size=224),
     dict(type='PackInputs'),
 ]

@@ -22,12 +22,8 @@ data_preprocessor = dict(
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(
-        type='RandomResizedCrop',
-        scale=224,
-        backend='pillow',
-        interpolation='bicubic',
-    ),
+    dict(type='RandomResizedCrop', scale=224, backend='pillow',
+         interpolation='bicubic'),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='ColorJitter', brightness=0.4, contrast=0.4, saturation=0.4),
     dict(type='PackInputs'),
@@ -35,13 +31,8 @@ train_pipeline = [
 # Center crop 0.9: shorter side to 224 / 0.9 = 249, then the central 224.
 test_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(
-        type='ResizeEdge',
-        scale=249,
-        edge='short',
-        backend='pillow',
-        interpolation='bicubic',
-    ),
+    dict(type='ResizeEdge', scale=249, edge='short', backend='pillow',
+         interpolation='bicubic'),
     dict(type='CenterCrop', crop_size=224),
     dict(type='PackInputs'),
 ]
@@ -57,17 +48,13 @@ train_dataloader = dict(
     ),
     sampler=dict(type='DefaultSampler', shuffle=True),
 )
-# Validation and test on the val split.
+# Validation and test on the val split: the training loader in order, 128
+# images a batch, through the test pipeline.
 val_dataloader = dict(
+    train_dataloader,
     batch_size=128,
-    num_workers=8,
-    dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        split='val',
-        test_mode=True,
-        pipeline=test_pipeline,
-    ),
+    dataset=dict(train_dataloader['dataset'], split='val', test_mode=True,
+                 pipeline=test_pipeline),
     sampler=dict(type='DefaultSampler', shuffle=False),
 )
 val_evaluator = dict(type='Accuracy', topk=(1, 5))
