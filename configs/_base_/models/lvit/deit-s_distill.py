@@ -6,8 +6,9 @@
 # checkpoint (mmpretrain, timm .pth/.safetensors, official DeiT, ...).
 # The teacher is the softmax ViT of the student's shapes with the same head,
 # only run by the distiller (no drop path, no init).
-# The head of both networks (a name with two leading underscores is not a
-# key of the resolved config).
+# The shapes and head of both networks (a name with two leading underscores
+# is not a key of the resolved config).
+__shape = dict(arch='deit-small', img_size=224, patch_size=16)
 __head = dict(
     type='VisionTransformerClsHead',
     num_classes=1000,
@@ -18,10 +19,8 @@ model = dict(
     student=dict(
         type='ImageClassifier',
         backbone=dict(
+            __shape,
             type='LinearVisionTransformer',
-            arch='deit-small',
-            img_size=224,
-            patch_size=16,
             drop_path_rate=0.0,
             attn_cfg=dict(type='GatedLinearAttention')),
         neck=None,
@@ -32,11 +31,7 @@ model = dict(
         ]),
     teacher=dict(
         type='ImageClassifier',
-        backbone=dict(
-            type='VisionTransformer',
-            arch='deit-small',
-            img_size=224,
-            patch_size=16),
+        backbone=dict(__shape, type='VisionTransformer'),
         neck=None,
         head=__head),
     teacher_checkpoint=None,
