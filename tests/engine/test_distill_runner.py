@@ -5,7 +5,6 @@ tools/test.py on the saved student, and two-process CPU DDP."""
 import json
 import os
 import shutil
-import subprocess
 
 import pytest
 import torch
@@ -13,18 +12,11 @@ from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from mmengine.runner import load_checkpoint
 from mmpretrain.registry import MODELS
+from tool_runs import launch, run_log
 
 from mmlvit.checkpoint import load_checkpoint_file
 
 CONFIG = 'tests/data/configs/tiny_gla_distill_fmnist.py'
-
-
-def run(cmd, cwd, env=None):
-    out = subprocess.run(
-        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return out.stdout + out.stderr
 
 
 def teacher_options(path):
@@ -59,7 +51,7 @@ def distilled(
 ):
     """Three epochs (4 iterations each) through tools/train.py."""
     work_dir = tmp_path_factory.mktemp('distill')
-    log = run(
+    log = run_log(
         [
             python,
             'tools/train.py',
@@ -139,7 +131,7 @@ def test_test_tool_evaluates_saved_student(
 ):
     work_dir, log = distilled
     out_file = tmp_path / 'metrics.json'
-    run(
+    run_log(
         [
             python,
             'tools/test.py',
@@ -164,7 +156,7 @@ def test_resume_continues_distillation(
     work_dir, _ = distilled
     resumed = tmp_path / 'resumed'
     shutil.copytree(work_dir, resumed)
-    log = run(
+    log = run_log(
         [
             python,
             'tools/train.py',
@@ -190,11 +182,9 @@ def test_dist_train_two_processes(
 ):
     """2 gloo processes x batch 16 == 1 process x batch 32 after epoch 1."""
     work_dir, _ = distilled
-    env = dict(os.environ, PYTHON=python, PORT='29531', OMP_NUM_THREADS='1')
-    log = run(
+    log = launch(
+        'tools/dist_train.sh',
         [
-            'bash',
-            'tools/dist_train.sh',
             CONFIG,
             '2',
             '--work-dir',
@@ -204,7 +194,8 @@ def test_dist_train_two_processes(
             'train_dataloader.batch_size=16',
         ],
         repo_root,
-        env=env,
+        python,
+        29531,
     )
     assert 'Distributed training: True' in log
     if torch.cuda.is_available():

@@ -7,31 +7,16 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import zipfile
 
 import pytest
 from mmengine.config import Config
+from tool_runs import launch, run
 
 from mmlvit.engine.fsdp import check_sharded_checkpoint
 
 FSDP = 'tests/data/configs/tiny_softmax_fsdp.py'
 TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
-
-
-def launch(script, args, cwd, python, port):
-    env = dict(os.environ, PYTHON=python, PORT=str(port), OMP_NUM_THREADS='1')
-    out = subprocess.run(
-        ['bash', script, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    log = out.stdout + out.stderr
-    assert out.returncode == 0, log[-4000:]
-    return log
 
 
 def resume_for_epoch_3(work_dir, repo_root, python, port, *path):
@@ -164,11 +149,9 @@ def test_single_process_test_of_sharded_folder_names_the_fix(
 ):
     work_dir, _ = fsdp_run
     folder = work_dir / 'epoch_2.pth'
-    out = subprocess.run(
+    out = run(
         [python, 'tools/test.py', TINY, str(folder), '--work-dir', tmp_path],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
+        repo_root,
         timeout=300,
     )
     assert out.returncode != 0

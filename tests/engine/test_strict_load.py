@@ -5,7 +5,6 @@ distiller's student-only checkpoint, ``module.`` prefixes) still load."""
 
 import copy
 import os.path as osp
-import subprocess
 import uuid
 
 import pytest
@@ -14,6 +13,7 @@ from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 from mmpretrain.registry import MODELS
+from tool_runs import run
 
 from mmlvit.engine.hooks.strict_load import CheckpointMismatchError
 
@@ -75,19 +75,10 @@ def ckpts(repo_root, tmp_path_factory):
 def test_test_tool_refuses_a_checkpoint_of_another_architecture(
     ckpts, tmp_path, repo_root, python, fashion_mnist_root
 ):
-    out = subprocess.run(
-        [
-            python,
-            'tools/test.py',
-            TINY,
-            str(ckpts['other']),
-            '--work-dir',
-            str(tmp_path),
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    out = run(
+        [python, 'tools/test.py', TINY, str(ckpts['other'])]
+        + ['--work-dir', str(tmp_path)],
+        repo_root,
     )
     assert out.returncode != 0
     error = out.stderr.strip().splitlines()[-1]
@@ -132,18 +123,26 @@ def test_resume_of_another_architecture_is_refused(
         runner.train()
 
 
+@pytest.fixture
+def tested(repo_root, tmp_path, fashion_mnist_root):
+    """tested(name, checkpoint, **options): the Runner of a config of
+    tests/data/configs loading ``checkpoint``, after its test loop."""
+
+    def test(name, checkpoint, **options):
+        cfg = config(
+            repo_root, name, tmp_path, load_from=str(checkpoint), **options
+        )
+        runner = Runner.from_cfg(cfg)
+        runner.test()
+        return runner
+
+    return test
+
+
 def test_allow_partial_loads_what_matches_with_a_warning(
-    ckpts, tmp_path, repo_root, fashion_mnist_root
+    ckpts, tmp_path, tested
 ):
-    cfg = config(
-        repo_root,
-        TINY,
-        tmp_path,
-        load_from=str(ckpts['shallow']),
-        **{OPT_IN.split('=')[0]: True},
-    )
-    runner = Runner.from_cfg(cfg)
-    runner.test()
+    runner = tested(TINY, ckpts['shallow'], **{OPT_IN.split('=')[0]: True})
     expected = torch.load(ckpts['shallow'], weights_only=True)['state_dict']
     loaded = runner.model.state_dict()
     key = 'backbone.layers.0.attn.qkv.weight'
@@ -176,23 +175,13 @@ def test_student_checkpoint_loads(
         assert torch.equal(value, ckpts['student_state'][key]), key
 
 
-def test_position_embedding_of_another_grid_loads_resized(
-    ckpts, tmp_path, repo_root, fashion_mnist_root
-):
+def test_position_embedding_of_another_grid_loads_resized(ckpts, tested):
     """A ViT checkpoint of another input size (e.g. a 224-px classifier
     tested or fine-tuned at 512 px) is not a mismatch: the backbone resizes
     its position-embedding table while loading."""
     from mmpretrain.models.utils import resize_pos_embed
 
-    cfg = config(
-        repo_root,
-        TINY,
-        tmp_path,
-        load_from=str(ckpts['teacher']),
-        **{'model.backbone.img_size': 56},
-    )
-    runner = Runner.from_cfg(cfg)
-    runner.test()
+    runner = tested(TINY, ckpts['teacher'], **{'model.backbone.img_size': 56})
     saved = torch.load(ckpts['teacher'])['state_dict']
     backbone = runner.model.backbone
     assert backbone.pos_embed.shape[1] == 1 + 8 * 8

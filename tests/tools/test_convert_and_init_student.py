@@ -1,7 +1,6 @@
 """tools/convert/timm_to_mmpretrain.py and tools/init_student.py."""
 
 import os.path as osp
-import subprocess
 
 import pytest
 import torch
@@ -14,6 +13,7 @@ from tiny_vit import (
     classifier_cfg,
     perturbed_timm_vit,
 )
+from tool_runs import run_ok
 
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
 from mmlvit.transfer import TransferError
@@ -38,14 +38,11 @@ def timm_vit(tmp_path_factory):
 def test_convert_cli(timm_vit, tmp_path, repo_root, python):
     model, path = timm_vit
     dst = tmp_path / 'out' / 'tiny_mmpretrain.pth'
-    out = subprocess.run(
+    out = run_ok(
         [python, 'tools/convert/timm_to_mmpretrain.py', str(path), str(dst)],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
+        repo_root,
         timeout=300,
     )
-    assert out.returncode == 0, out.stderr[-3000:]
     assert f'to {dst}' in out.stdout
     state = load_checkpoint_file(dst)['state_dict']
     classifier = tiny_classifier()

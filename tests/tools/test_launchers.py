@@ -3,10 +3,10 @@ an interpreter that has torch, or say how to get one."""
 
 import os
 import shutil
-import subprocess
 import venv
 
 import pytest
+from tool_runs import run
 
 LAUNCHERS = {
     'dist_train.sh': ['CONFIG', '1'],
@@ -25,14 +25,7 @@ def torchless_python(tmp_path_factory):
 
 
 def launch(script, env, cwd, *args):
-    return subprocess.run(
-        ['bash', script, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run(['bash', script, *args], cwd, env, timeout=120)
 
 
 def test_dist_train_uses_project_venv_when_not_activated(repo_root, python):

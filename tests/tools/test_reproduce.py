@@ -3,9 +3,9 @@ on a few hundred images: every artefact is produced and well-formed."""
 
 import csv
 import os.path as osp
-import subprocess
 
 import pytest
+from tool_runs import run_ok
 
 from mmlvit.reproduction import records as engine_records
 from mmlvit.reproduction.classification import (
@@ -48,18 +48,10 @@ def grid_run(tmp_path_factory, repo_root, python, fashion_mnist_root):
         '--threads',
         '1',
     ]
-    first = subprocess.run(
-        [*cmd, '--jobs', '2', '--train-teacher'],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=1200,
+    first = run_ok(
+        [*cmd, '--jobs', '2', '--train-teacher'], repo_root, timeout=1200
     )
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    again = subprocess.run(
-        cmd, cwd=repo_root, capture_output=True, text=True, timeout=600
-    )
-    assert again.returncode == 0, again.stderr[-3000:]
+    again = run_ok(cmd, repo_root)
     return out, first.stdout, again.stdout
 
 
@@ -128,20 +120,12 @@ def test_second_run_resumes_without_rerunning(grid_run):
 
 def test_report_prints_markdown(grid_run, repo_root, python):
     out, _, _ = grid_run
-    report = subprocess.run(
-        [
-            python,
-            'tools/analysis/reproduce.py',
-            '--report',
-            '--out',
-            str(out / 'grid.csv'),
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
+    report = run_ok(
+        [python, 'tools/analysis/reproduce.py', '--report']
+        + ['--out', str(out / 'grid.csv')],
+        repo_root,
         timeout=300,
     )
-    assert report.returncode == 0, report.stderr[-3000:]
     lines = [ln for ln in report.stdout.splitlines() if ln.startswith('|')]
     # A settings matrix: header, rule, GLA w/o and w/ distillation, softmax.
     assert lines[0] == (

@@ -6,9 +6,9 @@ summary and the plot on synthetic results."""
 import csv
 import os
 import os.path as osp
-import subprocess
 
 import pytest
+from tool_runs import run_ok
 
 from mmlvit.reproduction import records as engine_records
 from mmlvit.reproduction.dense import (
@@ -57,15 +57,12 @@ def tiny_grid(tmp_path_factory, repo_root, python, fashion_mnist_root):
         str(out / 'work'),
     ]
     env = dict(os.environ, OMP_NUM_THREADS='1')
-    done = subprocess.run(
+    done = run_ok(
         [python, 'tools/analysis/reproduce_dense.py', *TINY, *paths],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
+        repo_root,
+        env,
         timeout=300,
-        env=env,
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out, paths, done.stdout
 
 

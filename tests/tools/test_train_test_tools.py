@@ -6,22 +6,14 @@ import json
 import os
 import os.path as osp
 import shutil
-import subprocess
 
 import pytest
 import torch
+from tool_runs import launch, run, run_log
 
 from mmlvit.checkpoint import load_checkpoint_file
 
 TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
-
-
-def run(cmd, cwd, env=None, timeout=600):
-    out = subprocess.run(
-        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return out.stdout + out.stderr
 
 
 @pytest.fixture(scope='module')
@@ -30,7 +22,7 @@ def trained(tmp_path_factory, repo_root, python, fashion_mnist_root):
     work_dir = tmp_path_factory.mktemp('train')
     # One thread, as each process of the two-process run: the same order of
     # float sums, so the runs compare at a tight tolerance.
-    log = run(
+    log = run_log(
         [python, 'tools/train.py', TINY, '--work-dir', str(work_dir)],
         repo_root,
         env=dict(os.environ, OMP_NUM_THREADS='1'),
@@ -53,7 +45,7 @@ def test_resume_continues(trained, tmp_path, repo_root, python):
     work_dir, _ = trained
     resumed = tmp_path / 'resumed'
     shutil.copytree(work_dir, resumed)
-    log = run(
+    log = run_log(
         [
             python,
             'tools/train.py',
@@ -76,7 +68,7 @@ def test_resume_continues(trained, tmp_path, repo_root, python):
 def test_test_tool_evaluates(trained, tmp_path, repo_root, python):
     work_dir, log = trained
     out_file = tmp_path / 'metrics.json'
-    test_log = run(
+    test_log = run_log(
         [
             python,
             'tools/test.py',
@@ -98,7 +90,7 @@ def test_test_tool_evaluates(trained, tmp_path, repo_root, python):
 
 def test_load_from(trained, tmp_path, repo_root, python):
     work_dir, _ = trained
-    log = run(
+    log = run_log(
         [
             python,
             'tools/train.py',
@@ -121,20 +113,10 @@ def test_corrupt_resume_checkpoint_is_named(
     bad = tmp_path / 'bad.pth'
     data = (work_dir / 'epoch_2.pth').read_bytes()
     bad.write_bytes(data[: len(data) // 3])
-    out = subprocess.run(
-        [
-            python,
-            'tools/train.py',
-            TINY,
-            '--work-dir',
-            str(tmp_path),
-            '--resume',
-            str(bad),
-        ],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    out = run(
+        [python, 'tools/train.py', TINY, '--work-dir', str(tmp_path)]
+        + ['--resume', str(bad)],
+        repo_root,
     )
     assert out.returncode != 0
     assert f'Cannot read checkpoint {bad}' in out.stderr
@@ -171,11 +153,9 @@ def test_dist_train_two_processes_match_one(
 ):
     """2 gloo processes x batch 16 == 1 process x batch 32, step for step."""
     work_dir, _ = trained
-    env = dict(os.environ, PYTHON=python, PORT='29517', OMP_NUM_THREADS='1')
-    log = run(
+    log = launch(
+        'tools/dist_train.sh',
         [
-            'bash',
-            'tools/dist_train.sh',
             TINY,
             '2',
             '--work-dir',
@@ -184,7 +164,8 @@ def test_dist_train_two_processes_match_one(
             'train_dataloader.batch_size=16',
         ],
         repo_root,
-        env=env,
+        python,
+        29517,
     )
     assert 'Distributed launcher: pytorch' in log
     assert 'Distributed training: True' in log
@@ -207,7 +188,7 @@ def test_mim_train_non_editable_install(
 ):
     """`mim train mmlvit CONFIG` from a wheel installed into a folder."""
     wheel_dir, site = tmp_path / 'wheel', tmp_path / 'site'
-    run(
+    run_log(
         [
             python,
             '-m',
@@ -223,7 +204,7 @@ def test_mim_train_non_editable_install(
         repo_root,
     )
     wheel = glob.glob(str(wheel_dir / 'mmlvit-*.whl'))[0]
-    run(
+    run_log(
         [
             python,
             '-m',
@@ -255,7 +236,7 @@ def test_mim_train_non_editable_install(
     ]
 
     def mim_train(config, work_dir):
-        return run(
+        return run_log(
             ['mim', 'train', 'mmlvit', str(config), '--work-dir']
             + [str(work_dir), '--cfg-options', *options],
             tmp_path,

@@ -1,0 +1,34 @@
+"""The project's tools and launcher scripts run as subprocesses."""
+
+import os
+import subprocess
+
+
+def run(cmd, cwd, env=None, timeout=600):
+    """Run ``cmd`` in ``cwd`` (text output captured); returns the
+    CompletedProcess whatever its exit status."""
+    return subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def run_ok(cmd, cwd, env=None, timeout=600):
+    """``run``, asserting exit status 0 (the assertion shows the tails of
+    stdout and stderr); returns the CompletedProcess."""
+    out = run(cmd, cwd, env, timeout)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out
+
+
+def run_log(cmd, cwd, env=None, timeout=600):
+    """``run_ok``'s stdout + stderr."""
+    out = run_ok(cmd, cwd, env, timeout)
+    return out.stdout + out.stderr
+
+
+def launch(script, args, cwd, python, port, timeout=600):
+    """``bash SCRIPT ARGS`` (a tools/*.sh launcher) with ``python`` as
+    PYTHON, ``port`` as PORT and one thread per process; asserts exit
+    status 0 and returns stdout + stderr."""
+    env = dict(os.environ, PYTHON=python, PORT=str(port), OMP_NUM_THREADS='1')
+    return run_log(['bash', script, *args], cwd, env, timeout)
