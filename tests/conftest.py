@@ -33,6 +33,17 @@ def fashion_mnist_root():
     return FASHION_MNIST
 
 
+@pytest.fixture(scope='module')
+def one_thread():
+    """One intra-op thread for a module's tests: on a shared 2-core
+    machine, OpenMP barriers waiting for a preempted second thread make
+    small CPU ops up to 10x slower (``usefixtures('one_thread')``)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope='session')
 def load_tool():
     """Import a script under tools/ as a module (``load_tool(PATH)``)."""

@@ -9,6 +9,7 @@ from mmengine.optim import build_optim_wrapper
 from mmengine.registry import MODELS as ROOT_MODELS
 from mmengine.registry import DefaultScope
 from mmpretrain.registry import MODELS as PRETRAIN_MODELS
+from tiny_segmentors import encoder_decoder, uper_head
 
 import mmlvit  # noqa: F401
 
@@ -34,23 +35,7 @@ LAYER, STAGE = 'layer_wise', 'stage_wise'  # MMSegmentation's decay types
 
 
 def segmentor_cfg(**backbone):
-    return dict(
-        type='EncoderDecoder',
-        data_preprocessor=dict(type='SegDataPreProcessor'),
-        backbone=dict(BACKBONE, **backbone),
-        neck=NECK,
-        decode_head=dict(
-            type='UPerHead',
-            in_channels=[16] * 4,
-            in_index=[0, 1, 2, 3],
-            channels=16,
-            num_classes=3,
-            norm_cfg=dict(type='BN'),
-            loss_decode=dict(type='CrossEntropyLoss', avg_non_ignore=True),
-        ),
-        train_cfg=dict(),
-        test_cfg=dict(mode='whole'),
-    )
+    return encoder_decoder(dict(BACKBONE, **backbone), NECK, uper_head(16))
 
 
 def detector_cfg():

@@ -9,6 +9,7 @@ import torch
 from mmengine.registry import DefaultScope
 from mmpretrain.models import VisionTransformer
 from mmpretrain.models.utils import resize_pos_embed
+from tiny_segmentors import encoder_decoder, uper_head
 
 import mmlvit  # noqa: F401
 from mmlvit.models.attentions import registered_operators
@@ -17,9 +18,12 @@ from mmlvit.models.backbones import (
     sincos_position_embedding,
 )
 
-pytestmark = pytest.mark.filterwarnings(
-    'ignore:``build_loss`` would be deprecated:UserWarning'
-)
+pytestmark = [
+    pytest.mark.filterwarnings(
+        'ignore:``build_loss`` would be deprecated:UserWarning'
+    ),
+    pytest.mark.usefixtures('one_thread'),
+]
 TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 PATCH = 8
 DENSE = dict(
@@ -32,15 +36,6 @@ DENSE = dict(
 # Non-square, neither side a multiple of the patch size.
 SIZES = [(37, 50), (20, 9)]
 OPERATORS = registered_operators()
-
-
-@pytest.fixture(autouse=True, scope='module')
-def one_thread():
-    """One intra-op thread (a shared 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def grid(size):
@@ -202,12 +197,8 @@ def test_segmentor_with_uperhead_trains():
     from mmseg.registry import MODELS
     from mmseg.structures import SegDataSample
 
-    cfg = dict(
-        type='EncoderDecoder',
-        data_preprocessor=dict(
-            type='SegDataPreProcessor', size_divisor=PATCH, seg_pad_val=255
-        ),
-        backbone=dict(
+    cfg = encoder_decoder(
+        dict(
             type='mmpretrain.LinearVisionTransformer',
             **dict(
                 DENSE, arch=dict(TINY, num_layers=4), out_indices=(0, 1, 2, 3)
@@ -215,24 +206,15 @@ def test_segmentor_with_uperhead_trains():
             drop_path_rate=0.1,
             attn_cfg=dict(type='MHLAttention'),
         ),
-        neck=dict(
+        dict(
             type='MultiLevelNeck',
             in_channels=[32] * 4,
             out_channels=32,
             scales=[4, 2, 1, 0.5],
         ),
-        decode_head=dict(
-            type='UPerHead',
-            in_channels=[32] * 4,
-            in_index=[0, 1, 2, 3],
-            pool_scales=(1, 2, 3, 6),
-            channels=16,
-            num_classes=3,
-            norm_cfg=dict(type='BN'),
-            loss_decode=dict(type='CrossEntropyLoss', avg_non_ignore=True),
-        ),
-        train_cfg=dict(),
-        test_cfg=dict(mode='whole'),
+        uper_head(32, pool_scales=(1, 2, 3, 6)),
+        size_divisor=PATCH,
+        seg_pad_val=255,
     )
     with DefaultScope.overwrite_default_scope('mmseg'):
         model = MODELS.build(cfg)

@@ -14,6 +14,7 @@ from mmpretrain.models.utils import (
     resize_pos_embed,
 )
 from mmpretrain.registry import MODELS, OPTIM_WRAPPER_CONSTRUCTORS
+from tiny_vit import NO_CLS
 
 import mmlvit  # noqa: F401
 from mmlvit.models.attentions import registered_operators
@@ -27,19 +28,9 @@ TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 TINY_ARGS = dict(arch=TINY, img_size=32, patch_size=8)
 
 OPERATORS = registered_operators()
-NO_CLS = dict(
-    with_cls_token=False, out_type='avg_featmap', pos_embed_type='sincos'
-)
 
 
-@pytest.fixture(autouse=True, scope='module')
-def one_thread():
-    """One intra-op thread: on a shared 2-core machine, OpenMP barriers
-    waiting for a preempted second thread make these tests 10x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('one_thread')
 
 
 def build_pair(**kwargs):

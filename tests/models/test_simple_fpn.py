@@ -7,14 +7,18 @@ from mmengine.config import Config
 from mmengine.registry import MODELS as ROOT_MODELS
 from mmengine.registry import DefaultScope
 from mmpretrain.models.utils import LayerNorm2d
+from tiny_segmentors import encoder_decoder, uper_head
 
 import mmlvit  # noqa: F401
 from mmlvit.models.backbones import LinearVisionTransformer
 from mmlvit.models.necks import SimpleFPN
 
-pytestmark = pytest.mark.filterwarnings(
-    'ignore:``build_loss`` would be deprecated:UserWarning'
-)
+pytestmark = [
+    pytest.mark.filterwarnings(
+        'ignore:``build_loss`` would be deprecated:UserWarning'
+    ),
+    pytest.mark.usefixtures('one_thread'),
+]
 TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 BACKBONE = dict(
     type='mmpretrain.LinearVisionTransformer',
@@ -27,15 +31,6 @@ BACKBONE = dict(
     attn_cfg=dict(type='GatedLinearAttention'),
 )
 NECK = dict(type='mmpretrain.SimpleFPN', in_channels=32, out_channels=16)
-
-
-@pytest.fixture(autouse=True, scope='module')
-def one_thread():
-    """One intra-op thread (a shared 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_levels_at_strides_4_to_64_of_a_vit():
@@ -225,22 +220,8 @@ def test_segmentor_with_simple_fpn_trains():
     from mmseg.registry import MODELS
     from mmseg.structures import SegDataSample
 
-    cfg = dict(
-        type='EncoderDecoder',
-        data_preprocessor=dict(type='SegDataPreProcessor', size_divisor=16),
-        backbone=BACKBONE,
-        neck=dict(NECK, num_outs=4),
-        decode_head=dict(
-            type='UPerHead',
-            in_channels=[16] * 4,
-            in_index=[0, 1, 2, 3],
-            channels=16,
-            num_classes=3,
-            norm_cfg=dict(type='BN'),
-            loss_decode=dict(type='CrossEntropyLoss', avg_non_ignore=True),
-        ),
-        train_cfg=dict(),
-        test_cfg=dict(mode='whole'),
+    cfg = encoder_decoder(
+        BACKBONE, dict(NECK, num_outs=4), uper_head(16), size_divisor=16
     )
     H, W = 50, 70
     samples = [

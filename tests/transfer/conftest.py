@@ -40,10 +40,6 @@ def softmax_state(build_classifier):
 
 
 @pytest.fixture(autouse=True)
-def single_thread():
+def single_thread(one_thread):
     """Small SVDs/eigh run 30-100x slower with 2 threads on this shared
     2-core machine than with one."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
