@@ -4,6 +4,13 @@ section 2."""
 import pytest
 import torch
 from mmpretrain.registry import MODELS
+from module_oracles import (
+    attention_module,
+    check_bf16_autocast_large_inputs,
+    check_forward_is_proj_of_map_times_v,
+    check_gradcheck,
+    tokens,
+)
 
 from mmlvit.ops import inline_attention, inline_attention_map
 
@@ -93,84 +100,39 @@ def test_low_precision_accumulates_in_fp32(dtype):
 
 
 def _module(C=16, h=2):
-    torch.manual_seed(0)
-    return MODELS.build(
-        dict(type='InLineAttention', embed_dims=C, num_heads=h)
-    ).double()
+    return attention_module('InLineAttention', C, h)
 
 
-def _tokens(hw_shape, cls, C=16, B=2, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    N = hw_shape[0] * hw_shape[1] + int(cls)
-    return torch.randn(B, N, C, generator=g, dtype=torch.float64)
+def batched_map(q, k):
+    """The InLine map of batched heads: (..., N, d) -> (..., N, N)."""
+    N, s = q.shape[-2], q.shape[-1] ** -0.5
+    k_bar = k.mean(-2, keepdim=True)
+    return (
+        s / N * q @ k.transpose(-2, -1)
+        + (1 - s * q @ k_bar.transpose(-2, -1)) / N
+    )
 
 
 @pytest.mark.parametrize('hw_shape', [(14, 14), (7, 9)])
 @pytest.mark.parametrize('cls', [True, False])
 def test_module_forward_is_proj_of_map_times_v(hw_shape, cls):
-    m = _module()
-    x = _tokens(hw_shape, cls)
-    B, N, C = x.shape
-    h, d = m.num_heads, C // m.num_heads
-    s = d**-0.5
-    out = m(x, hw_shape)
-    attn = m.attention_map(x, hw_shape)
-    assert attn.shape == (B, h, N, N)
-
-    # Heads split by hand from the qkv rows: [q | k | v], head i at i*d.
-    # N counts the class token too.
-    y = x @ m.qkv.weight.T + m.qkv.bias
-    heads = []
-    for i in range(h):
-        q_i = y[..., i * d : (i + 1) * d]
-        k_i = y[..., C + i * d : C + (i + 1) * d]
-        v_i = y[..., 2 * C + i * d : 2 * C + (i + 1) * d]
-        k_bar = k_i.sum(1, keepdim=True) / N
-        a_i = (
-            s / N * q_i @ k_i.transpose(-2, -1)
-            + (1 - s * q_i @ k_bar.transpose(-2, -1)) / N
-        )
-        torch.testing.assert_close(attn[:, i], a_i, rtol=1e-10, atol=1e-12)
-        heads.append(attn[:, i] @ v_i)
-    expected = torch.cat(heads, -1) @ m.proj.weight.T + m.proj.bias
-    torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-10)
+    x = tokens(hw_shape, cls)
+    check_forward_is_proj_of_map_times_v(_module(), x, hw_shape, batched_map)
 
 
 def test_module_gradcheck():
-    m = _module(C=8, h=2)
-    x = _tokens((2, 3), True, C=8, B=1).requires_grad_()
-    assert torch.autograd.gradcheck(lambda x: m(x, (2, 3)), (x,))
+    check_gradcheck(_module(C=8, h=2))
 
 
 def test_module_bf16_autocast_large_inputs():
-    # The reference starts from the bf16 qkv output that autocast produced,
-    # so it isolates the operator's own numerics.
-    m = _module(C=32, h=4).float()
-    x = 1e3 * _tokens((14, 14), True, C=32).float()
-    recorded = []
-    m.qkv.register_forward_hook(lambda mod, inp, out: recorded.append(out))
-    with torch.autocast('cpu', dtype=torch.bfloat16):
-        out = m(x, (14, 14))
-    assert out.dtype == torch.bfloat16
-    assert torch.isfinite(out).all()
-    y = recorded[0].double()
-    B, N, C = y.shape[0], y.shape[1], 32
-    q, k, v = y.reshape(B, N, 3, 4, 8).permute(2, 0, 3, 1, 4)
-    s = 8**-0.5
-    k_bar = k.mean(2, keepdim=True)
-    attn = (
-        s / N * q @ k.transpose(-2, -1)
-        + (1 - s * q @ k_bar.transpose(-2, -1)) / N
+    check_bf16_autocast_large_inputs(
+        _module(C=32, h=4).float(), lambda q, k, v: batched_map(q, k) @ v
     )
-    o = (attn @ v).transpose(1, 2).reshape(B, N, C)
-    reference = o @ m.proj.weight.double().T + m.proj.bias.double()
-    error = (out.double() - reference).abs().max()
-    assert error < 0.02 * reference.abs().max()
 
 
 def test_module_rejects_tokens_that_do_not_fit_the_grid():
     m = _module()
-    x = _tokens((4, 4), True)
+    x = tokens((4, 4), True)
     with pytest.raises(ValueError, match='3x3 patch grid'):
         m(x, (3, 3))
     with pytest.raises(ValueError, match='3x3 patch grid'):

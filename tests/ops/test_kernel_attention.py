@@ -6,6 +6,13 @@ import math
 import pytest
 import torch
 from mmpretrain.registry import MODELS
+from module_oracles import (
+    attention_module,
+    check_bf16_autocast_large_inputs,
+    check_forward_is_proj_of_map_times_v,
+    check_gradcheck,
+    tokens,
+)
 
 from mmlvit.ops import (
     feature_map,
@@ -149,87 +156,46 @@ def test_low_precision_accumulates_in_fp32(dtype):
     assert (out.double() - reference).abs().max() < 0.05 * scale
 
 
-def _module(type_name, C=16, h=2):
-    torch.manual_seed(0)
-    return MODELS.build(
-        dict(type=type_name, embed_dims=C, num_heads=h)
-    ).double()
+MODULES = [('ELULinearAttention', 'elu'), ('ReLULinearAttention', 'relu')]
 
 
-def _tokens(hw_shape, cls, C=16, B=2, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    N = hw_shape[0] * hw_shape[1] + int(cls)
-    return torch.randn(B, N, C, generator=g, dtype=torch.float64)
+def batched_map(q, k, kernel):
+    """The kernel map of batched heads: (..., N, d) -> (..., N, N)."""
+    scores = phi(q, kernel) @ phi(k, kernel).transpose(-2, -1)
+    return scores / (scores.sum(-1, keepdim=True) + EPS)
 
 
-@pytest.mark.parametrize(
-    'type_name,kernel',
-    [('ELULinearAttention', 'elu'), ('ReLULinearAttention', 'relu')],
-)
+@pytest.mark.parametrize('type_name,kernel', MODULES)
 @pytest.mark.parametrize('hw_shape', [(14, 14), (7, 9)])
 @pytest.mark.parametrize('cls', [True, False])
 def test_module_forward_is_proj_of_map_times_v(
     type_name, kernel, hw_shape, cls
 ):
-    m = _module(type_name)
-    x = _tokens(hw_shape, cls)
-    B, N, C = x.shape
-    h, d = m.num_heads, C // m.num_heads
-    out = m(x, hw_shape)
-    attn = m.attention_map(x, hw_shape)
-    assert attn.shape == (B, h, N, N)
-
-    # Heads split by hand from the qkv rows: [q | k | v], head i at i*d.
-    y = x @ m.qkv.weight.T + m.qkv.bias
-    heads = []
-    for i in range(h):
-        q_i = y[..., i * d : (i + 1) * d]
-        k_i = y[..., C + i * d : C + (i + 1) * d]
-        v_i = y[..., 2 * C + i * d : 2 * C + (i + 1) * d]
-        scores = phi(q_i, kernel) @ phi(k_i, kernel).transpose(-2, -1)
-        a_i = scores / (scores.sum(-1, keepdim=True) + EPS)
-        torch.testing.assert_close(attn[:, i], a_i, rtol=1e-10, atol=1e-12)
-        heads.append(attn[:, i] @ v_i)
-    expected = torch.cat(heads, -1) @ m.proj.weight.T + m.proj.bias
-    torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-10)
+    check_forward_is_proj_of_map_times_v(
+        attention_module(type_name),
+        tokens(hw_shape, cls),
+        hw_shape,
+        lambda q, k: batched_map(q, k, kernel),
+    )
 
 
 def test_module_gradcheck():
-    m = _module('ELULinearAttention', C=8, h=2)
-    x = _tokens((2, 3), True, C=8, B=1).requires_grad_()
-    assert torch.autograd.gradcheck(lambda x: m(x, (2, 3)), (x,))
+    check_gradcheck(attention_module('ELULinearAttention', C=8, h=2))
 
 
-@pytest.mark.parametrize(
-    'type_name,kernel',
-    [('ELULinearAttention', 'elu'), ('ReLULinearAttention', 'relu')],
-)
+@pytest.mark.parametrize('type_name,kernel', MODULES)
 def test_module_bf16_autocast_large_inputs(type_name, kernel):
-    # The reference starts from the bf16 qkv output that autocast produced
-    # (ReLU features near 0 may flip sign when rounded, which no
-    # accumulation can undo), so it isolates the operator's own numerics.
-    m = _module(type_name, C=32, h=4).float()
-    x = 1e3 * _tokens((14, 14), True, C=32).float()
-    recorded = []
-    m.qkv.register_forward_hook(lambda mod, inp, out: recorded.append(out))
-    with torch.autocast('cpu', dtype=torch.bfloat16):
-        out = m(x, (14, 14))
-    assert out.dtype == torch.bfloat16
-    assert torch.isfinite(out).all()
-    y = recorded[0].double()
-    B, N, C = y.shape[0], y.shape[1], 32
-    q, k, v = y.reshape(B, N, 3, 4, 8).permute(2, 0, 3, 1, 4)
-    scores = phi(q, kernel) @ phi(k, kernel).transpose(-2, -1)
-    o = scores / (scores.sum(-1, keepdim=True) + EPS) @ v
-    o = o.transpose(1, 2).reshape(B, N, C)
-    reference = o @ m.proj.weight.double().T + m.proj.bias.double()
-    error = (out.double() - reference).abs().max()
-    assert error < 0.02 * reference.abs().max()
+    # ReLU features near 0 may flip sign when the qkv output is rounded to
+    # bf16, which no accumulation can undo: the reference starts from it.
+    check_bf16_autocast_large_inputs(
+        attention_module(type_name, C=32, h=4).float(),
+        lambda q, k, v: batched_map(q, k, kernel) @ v,
+    )
 
 
 def test_module_rejects_tokens_that_do_not_fit_the_grid():
-    m = _module('ReLULinearAttention')
-    x = _tokens((4, 4), False)
+    m = attention_module('ReLULinearAttention')
+    x = tokens((4, 4), False)
     with pytest.raises(ValueError, match='4x5 patch grid'):
         m(x, (4, 5))
     with pytest.raises(ValueError, match='4x5 patch grid'):
@@ -237,7 +203,7 @@ def test_module_rejects_tokens_that_do_not_fit_the_grid():
 
 
 def test_module_flops_are_linear_in_tokens():
-    m = _module('ELULinearAttention', C=768, h=12)
+    m = attention_module('ELULinearAttention', C=768, h=12)
     softmax = MODELS.build(
         dict(type='SoftmaxAttention', embed_dims=768, num_heads=12)
     )
