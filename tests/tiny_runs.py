@@ -1,6 +1,12 @@
-"""mmengine Runners for tiny training runs built in the tests."""
+"""mmengine Runners and configs for tiny training runs in the tests."""
 
+import os.path as osp
+
+from mmengine.config import Config
+from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
+
+TINY_DISTILL = 'tests/data/configs/tiny_gla_distill_fmnist.py'
 
 
 def iter_runner(
@@ -25,3 +31,16 @@ def iter_runner(
         default_scope='mmpretrain',
         **cfg,
     )
+
+
+def tiny_distill_cfg(repo_root, work_dir, teacher, iters):
+    """The tiny GLA distillation config (tests/data/configs, on
+    Fashion-MNIST) distilling ``teacher`` for ``iters`` iterations in
+    ``work_dir``, without validation."""
+    init_default_scope('mmpretrain')
+    cfg = Config.fromfile(osp.join(repo_root, TINY_DISTILL))
+    cfg.model.teacher_checkpoint = teacher
+    cfg.work_dir = str(work_dir)
+    cfg.train_cfg = dict(type='IterBasedTrainLoop', max_iters=iters)
+    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    return cfg

@@ -7,6 +7,7 @@ import onnx
 import pytest
 import torch
 from mmpretrain.registry import MODELS
+from tiny_vit import backbone_cfg, classifier_cfg
 
 from mmlvit.deployment import (
     DeployableClassifier,
@@ -28,32 +29,24 @@ def tiny_classifier(attn_cfg, img_size=32, seed=0):
     """A 1-channel ViT with 4 px patches (an 8 x 8 grid), width 16, one
     layer per entry of ``attn_cfg``, weights drawn large enough that the
     scores are far from uniform."""
+    arch = dict(
+        embed_dims=16,
+        num_layers=len(attn_cfg),
+        num_heads=2,
+        feedforward_channels=32,
+    )
+    backbone = backbone_cfg(
+        arch=arch,
+        img_size=img_size,
+        patch_size=4,
+        type='LinearVisionTransformer',
+        attn_cfg=attn_cfg,
+        with_cls_token=False,
+    )
+    preprocessor = dict(mean=[72.9], std=[90.0])
     torch.manual_seed(seed)
-    layers = len(attn_cfg)
     model = MODELS.build(
-        dict(
-            type='ImageClassifier',
-            data_preprocessor=dict(mean=[72.9], std=[90.0]),
-            backbone=dict(
-                type='LinearVisionTransformer',
-                attn_cfg=attn_cfg,
-                with_cls_token=False,
-                arch=dict(
-                    embed_dims=16,
-                    num_layers=layers,
-                    num_heads=2,
-                    feedforward_channels=32,
-                ),
-                img_size=img_size,
-                patch_size=4,
-                in_channels=1,
-            ),
-            head=dict(
-                type='VisionTransformerClsHead',
-                num_classes=10,
-                in_channels=16,
-            ),
-        )
+        classifier_cfg(backbone, data_preprocessor=preprocessor)
     )
     with torch.no_grad():
         for name, param in model.named_parameters():

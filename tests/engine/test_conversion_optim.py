@@ -5,18 +5,13 @@ multiplier through a schedule, FreezeCopiedHook keeps copied parameters
 fixed for its iterations and needs the tags, and multipliers of 1 train
 exactly as the default constructor."""
 
-import os.path as osp
-
 import pytest
 import torch
-from mmengine.config import Config
 from mmengine.hooks import Hook
-from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
+from tiny_runs import tiny_distill_cfg
 
 from mmlvit.transfer import load_softmax_checkpoint, plan_init
-
-CONFIG = 'tests/data/configs/tiny_gla_distill_fmnist.py'
 
 
 class Snapshots(Hook):
@@ -45,56 +40,58 @@ def teacher_ckpt(tiny_teacher_checkpoint):
     return tiny_teacher_checkpoint
 
 
-def train(
-    repo_root,
-    work_dir,
-    teacher,
-    paramwise=None,
-    freeze=None,
-    iters=3,
-    setting='MLPCopy',
-    schedule=None,
-):
-    init_default_scope('mmpretrain')
-    cfg = Config.fromfile(osp.join(repo_root, CONFIG))
-    cfg.model.teacher_checkpoint = teacher
-    cfg.work_dir = str(work_dir)
-    cfg.train_cfg = dict(type='IterBasedTrainLoop', max_iters=iters)
-    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
-    cfg.default_hooks.checkpoint = None
-    cfg.randomness = dict(seed=0)
-    cfg.train_dataloader.collate_fn = dict(type='default_collate')
-    if paramwise is not None:
-        cfg.optim_wrapper.constructor = (
-            'ConversionAwareOptimWrapperConstructor'
-        )
-        cfg.optim_wrapper.paramwise_cfg.update(paramwise)
-    if freeze is not None:
-        cfg.custom_hooks.append(dict(type='FreezeCopiedHook', iters=freeze))
-    if setting is None:
-        cfg.custom_hooks = [
-            h
-            for h in cfg.custom_hooks
-            if h['type'] != 'SoftmaxToLinearInitHook'
-        ]
-    else:
-        cfg.custom_hooks[0]['setting'] = setting
-    if schedule is not None:
-        cfg.param_scheduler = schedule
-    runner = Runner.from_cfg(cfg)
-    snapshots = Snapshots()
-    runner.register_hook(snapshots)
-    runner.train()
-    return runner, snapshots.states
+@pytest.fixture
+def train(repo_root, tmp_path, teacher_ckpt, fashion_mnist_root):
+    """train(**options) -> (runner, the student's parameter snapshots):
+    the tiny distillation config for ``iters`` iterations in ``work_dir``
+    (the test's tmp_path by default), its init hook's ``setting`` (None:
+    no hook), the conversion-aware constructor with ``paramwise`` options,
+    a FreezeCopiedHook for ``freeze`` iterations, a ``schedule``."""
+
+    def run(
+        paramwise=None,
+        freeze=None,
+        iters=3,
+        setting='MLPCopy',
+        schedule=None,
+        work_dir=tmp_path,
+    ):
+        cfg = tiny_distill_cfg(repo_root, work_dir, teacher_ckpt, iters)
+        cfg.default_hooks.checkpoint = None
+        cfg.randomness = dict(seed=0)
+        cfg.train_dataloader.collate_fn = dict(type='default_collate')
+        if paramwise is not None:
+            cfg.optim_wrapper.constructor = (
+                'ConversionAwareOptimWrapperConstructor'
+            )
+            cfg.optim_wrapper.paramwise_cfg.update(paramwise)
+        if freeze is not None:
+            cfg.custom_hooks.append(
+                dict(type='FreezeCopiedHook', iters=freeze)
+            )
+        if setting is None:
+            cfg.custom_hooks = [
+                h
+                for h in cfg.custom_hooks
+                if h['type'] != 'SoftmaxToLinearInitHook'
+            ]
+        else:
+            cfg.custom_hooks[0]['setting'] = setting
+        if schedule is not None:
+            cfg.param_scheduler = schedule
+        runner = Runner.from_cfg(cfg)
+        snapshots = Snapshots()
+        runner.register_hook(snapshots)
+        runner.train()
+        return runner, snapshots.states
+
+    return run
 
 
 def test_groups_match_the_copy_report_and_fresh_lr_is_scaled(
-    repo_root, tmp_path, teacher_ckpt, fashion_mnist_root
+    train, teacher_ckpt
 ):
     runner, states = train(
-        repo_root,
-        tmp_path,
-        teacher_ckpt,
         paramwise=dict(fresh_lr_mult=10.0),
         freeze=2,
     )
@@ -132,13 +129,8 @@ def copied_tags(runner):
     return {names[id(p)]: g['copied'] for g in groups for p in g['params']}
 
 
-def test_groups_follow_the_hooks_setting(
-    repo_root, tmp_path, teacher_ckpt, fashion_mnist_root
-):
+def test_groups_follow_the_hooks_setting(train, teacher_ckpt):
     runner, _ = train(
-        repo_root,
-        tmp_path,
-        teacher_ckpt,
         paramwise=dict(fresh_lr_mult=2.0),
         setting='FullCopy',
         iters=1,
@@ -154,22 +146,15 @@ def test_groups_follow_the_hooks_setting(
     assert {n for n, c in tags.items() if c} == copied
 
 
-def test_an_init_in_paramwise_cfg_is_refused(
-    repo_root, tmp_path, teacher_ckpt, fashion_mnist_root
-):
+def test_an_init_in_paramwise_cfg_is_refused(train):
     with pytest.raises(ValueError, match='remove paramwise_cfg.init'):
         train(
-            repo_root,
-            tmp_path,
-            teacher_ckpt,
             paramwise=dict(init=dict(setting='MLPCopy')),
             iters=1,
         )
 
 
-def test_the_schedule_keeps_the_multiplier(
-    repo_root, tmp_path, teacher_ckpt, fashion_mnist_root
-):
+def test_the_schedule_keeps_the_multiplier(train, tmp_path):
     schedule = [
         dict(type='LinearLR', start_factor=0.1, by_epoch=False, end=2),
         dict(
@@ -180,13 +165,9 @@ def test_the_schedule_keeps_the_multiplier(
             eta_min_ratio=0.1,  # eta_min follows each group's base lr
         ),
     ]
-    default, _ = train(
-        repo_root, tmp_path / 'a', teacher_ckpt, schedule=schedule, iters=5
-    )
+    default, _ = train(work_dir=tmp_path / 'a', schedule=schedule, iters=5)
     runner, _ = train(
-        repo_root,
-        tmp_path / 'b',
-        teacher_ckpt,
+        work_dir=tmp_path / 'b',
         paramwise=dict(fresh_lr_mult=10.0),
         schedule=schedule,
         iters=5,
@@ -201,18 +182,13 @@ def test_the_schedule_keeps_the_multiplier(
     assert fresh == pytest.approx(10 * scheduled)
 
 
-def test_freeze_hook_needs_the_tagged_groups(
-    repo_root, tmp_path, teacher_ckpt, fashion_mnist_root
-):
+def test_freeze_hook_needs_the_tagged_groups(train):
     with pytest.raises(
         ValueError, match='ConversionAwareOptimWrapperConstructor'
     ):
-        train(repo_root, tmp_path, teacher_ckpt, freeze=1, iters=1)
+        train(freeze=1, iters=1)
     with pytest.raises(ValueError, match='add it to custom_hooks'):
         train(
-            repo_root,
-            tmp_path,
-            teacher_ckpt,
             paramwise=dict(),
             freeze=1,
             setting=None,
@@ -220,12 +196,8 @@ def test_freeze_hook_needs_the_tagged_groups(
         )
 
 
-def test_multipliers_of_one_train_exactly_as_the_default(
-    repo_root, tmp_path, teacher_ckpt, fashion_mnist_root
-):
-    _, default = train(repo_root, tmp_path / 'a', teacher_ckpt)
-    _, grouped = train(
-        repo_root, tmp_path / 'b', teacher_ckpt, paramwise=dict()
-    )
+def test_multipliers_of_one_train_exactly_as_the_default(train, tmp_path):
+    _, default = train(work_dir=tmp_path / 'a')
+    _, grouped = train(work_dir=tmp_path / 'b', paramwise=dict())
     for name, value in default[-1].items():
         assert torch.equal(value, grouped[-1][name]), name

@@ -5,13 +5,10 @@ from one SoftmaxCheckpoint (a real Runner on a Fashion-MNIST subset)."""
 import os.path as osp
 
 import pytest
-from mmengine.config import Config
-from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
+from tiny_runs import tiny_distill_cfg
 
 from mmlvit.transfer import SoftmaxCheckpoint, readers, softmax_checkpoint_of
-
-CONFIG = 'tests/data/configs/tiny_gla_distill_fmnist.py'
 
 
 @pytest.fixture
@@ -29,12 +26,7 @@ def reads(monkeypatch):
 
 
 def run(repo_root, work_dir, teacher, hook=None, resume=False, iters=2):
-    init_default_scope('mmpretrain')
-    cfg = Config.fromfile(osp.join(repo_root, CONFIG))
-    cfg.model.teacher_checkpoint = teacher
-    cfg.work_dir = str(work_dir)
-    cfg.train_cfg = dict(type='IterBasedTrainLoop', max_iters=iters)
-    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    cfg = tiny_distill_cfg(repo_root, work_dir, teacher, iters)
     cfg.default_hooks.checkpoint = dict(
         type='CheckpointHook', interval=1, by_epoch=False
     )
