@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).parent
 REPO_ROOT = HERE.parents[1]
 
@@ -44,3 +46,25 @@ def report(process, timeout):
     stdout, stderr = process.communicate(timeout=timeout)
     assert process.returncode == 0, stderr[-4000:]
     return json.loads(stdout.strip().splitlines()[-1])
+
+
+def report_fixture(script, timeout, entry=None):
+    """A module-scoped fixture giving the report of ``script`` (or its
+    ``entry``); the script starts now, as the test module defining the
+    fixture is collected."""
+    process = start(script)
+
+    @pytest.fixture(scope='module')
+    def fixture():
+        finished = report(process, timeout)
+        return finished if entry is None else finished[entry]
+
+    return fixture
+
+
+def assert_close(report, rtol):
+    """A report's output and every gradient within ``rtol`` of the
+    reference's largest magnitude."""
+    assert report['out'] <= rtol * report['out_scale'], report
+    for name, error in report['grads'].items():
+        assert error <= rtol * report['grad_scales'][name], (name, report)

@@ -1,6 +1,7 @@
 """An attention module (``qkv`` and ``proj`` Linears around per-head maps)
 checked against a float64 oracle of one head's attention map."""
 
+import pytest
 import torch
 from mmpretrain.registry import MODELS
 
@@ -42,6 +43,16 @@ def check_forward_is_proj_of_map_times_v(m, x, hw_shape, head_map):
         heads.append(attn[:, i] @ v_i)
     expected = torch.cat(heads, -1) @ m.proj.weight.T + m.proj.bias
     torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-10)
+
+
+def check_refuses_another_grid(m, cls, hw_shape):
+    """Tokens of a 4x4 grid (a class token first when ``cls``) given as an
+    ``hw_shape`` grid: forward and attention map refuse them, naming it."""
+    x = tokens((4, 4), cls)
+    grid = f'{hw_shape[0]}x{hw_shape[1]} patch grid'
+    for call in (m, m.attention_map):
+        with pytest.raises(ValueError, match=grid):
+            call(x, hw_shape)
 
 
 def check_gradcheck(m):

@@ -90,13 +90,9 @@ def test_unknown_kernel_is_named_before_any_backend():
 # --------------------------------------- the kernels, under the interpreter
 
 
-_INTERPRETER = interpreter_run.start('fused_linear_interpreter.py')
-
-
-@pytest.fixture(scope='module')
-def interpreter_report():
-    """The report of fused_linear_interpreter.py."""
-    return interpreter_run.report(_INTERPRETER, timeout=600)
+interpreter_report = interpreter_run.report_fixture(
+    'fused_linear_interpreter.py', timeout=600
+)
 
 
 # Relative-error bounds: fp32 arithmetic; fp16 outputs and gradients are

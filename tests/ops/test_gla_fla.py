@@ -76,21 +76,10 @@ def test_missing_fla_raises_import_error(monkeypatch):
 # ------------------------------------ fla's kernels under the interpreter
 
 
-_INTERPRETER = interpreter_run.start('fla_interpreter.py')
-
-
-@pytest.fixture(scope='module')
-def interpreted():
-    """The report of fla_interpreter.py."""
-    return interpreter_run.report(_INTERPRETER, timeout=600)['results']
-
-
-def assert_close(report, rtol):
-    """Output and every gradient within ``rtol`` of the reference's
-    largest magnitude."""
-    assert report['out'] <= rtol * report['out_scale'], report
-    for name, error in report['grads'].items():
-        assert error <= rtol * report['grad_scales'][name], (name, report)
+# The results of fla_interpreter.py, by case.
+interpreted = interpreter_run.report_fixture(
+    'fla_interpreter.py', timeout=600, entry='results'
+)
 
 
 @pytest.mark.parametrize('T', [50, 80])
@@ -100,7 +89,7 @@ def test_chunk_gla_equals_fla_naive_recurrence(interpreted, T):
     output and gradients of q, k, v, g."""
     report = interpreted[f'chunk_gla T={T}']
     assert report['dtype'] == 'torch.float32'
-    assert_close(report, rtol=2e-5)
+    interpreter_run.assert_close(report, rtol=2e-5)
 
 
 @pytest.mark.parametrize('T', [50, 80])
@@ -111,7 +100,7 @@ def test_fla_path_equals_torch_path(interpreted, T):
     report = interpreted[f'bidirectional fp32 T={T}']
     assert report['dtype'] == 'torch.float32'
     assert set(report['grads']) == {'q', 'k', 'v', 'g_fwd', 'g_bwd'}
-    assert_close(report, rtol=2e-5)
+    interpreter_run.assert_close(report, rtol=2e-5)
 
 
 def test_fla_path_from_fp16_inputs(interpreted):
@@ -132,7 +121,7 @@ def test_fla_path_from_fp16_inputs(interpreted):
         g_fwd='torch.float16',
         g_bwd='torch.float32',
     )
-    assert_close(report, rtol=3e-3)
+    interpreter_run.assert_close(report, rtol=3e-3)
 
 
 # --------------------------------------------------------- CUDA only

@@ -9,6 +9,7 @@ from module_oracles import (
     check_bf16_autocast_large_inputs,
     check_forward_is_proj_of_map_times_v,
     check_gradcheck,
+    check_refuses_another_grid,
     tokens,
 )
 
@@ -131,12 +132,7 @@ def test_module_bf16_autocast_large_inputs():
 
 
 def test_module_rejects_tokens_that_do_not_fit_the_grid():
-    m = _module()
-    x = tokens((4, 4), True)
-    with pytest.raises(ValueError, match='3x3 patch grid'):
-        m(x, (3, 3))
-    with pytest.raises(ValueError, match='3x3 patch grid'):
-        m.attention_map(x, (3, 3))
+    check_refuses_another_grid(_module(), True, (3, 3))
 
 
 def test_module_flops_are_linear_in_tokens():

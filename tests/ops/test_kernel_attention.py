@@ -11,6 +11,7 @@ from module_oracles import (
     check_bf16_autocast_large_inputs,
     check_forward_is_proj_of_map_times_v,
     check_gradcheck,
+    check_refuses_another_grid,
     tokens,
 )
 
@@ -195,11 +196,7 @@ def test_module_bf16_autocast_large_inputs(type_name, kernel):
 
 def test_module_rejects_tokens_that_do_not_fit_the_grid():
     m = attention_module('ReLULinearAttention')
-    x = tokens((4, 4), False)
-    with pytest.raises(ValueError, match='4x5 patch grid'):
-        m(x, (4, 5))
-    with pytest.raises(ValueError, match='4x5 patch grid'):
-        m.attention_map(x, (4, 5))
+    check_refuses_another_grid(m, False, (4, 5))
 
 
 def test_module_flops_are_linear_in_tokens():
