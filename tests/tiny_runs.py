@@ -33,6 +33,16 @@ def iter_runner(
     )
 
 
+def train_from_cfg(cfg, *hooks):
+    """``Runner.from_cfg(cfg)`` with ``hooks`` registered, after its
+    training; returns the Runner."""
+    runner = Runner.from_cfg(cfg)
+    for hook in hooks:
+        runner.register_hook(hook)
+    runner.train()
+    return runner
+
+
 def tiny_distill_cfg(repo_root, work_dir, teacher, iters):
     """The tiny GLA distillation config (tests/data/configs, on
     Fashion-MNIST) distilling ``teacher`` for ``iters`` iterations in

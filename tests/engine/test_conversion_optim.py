@@ -8,8 +8,7 @@ exactly as the default constructor."""
 import pytest
 import torch
 from mmengine.hooks import Hook
-from mmengine.runner import Runner
-from tiny_runs import tiny_distill_cfg
+from tiny_runs import tiny_distill_cfg, train_from_cfg
 
 from mmlvit.transfer import load_softmax_checkpoint, plan_init
 
@@ -79,11 +78,8 @@ def train(repo_root, tmp_path, teacher_ckpt, fashion_mnist_root):
             cfg.custom_hooks[0]['setting'] = setting
         if schedule is not None:
             cfg.param_scheduler = schedule
-        runner = Runner.from_cfg(cfg)
         snapshots = Snapshots()
-        runner.register_hook(snapshots)
-        runner.train()
-        return runner, snapshots.states
+        return train_from_cfg(cfg, snapshots), snapshots.states
 
     return run
 

@@ -2,6 +2,7 @@
 it copies after mmengine's init, never again on resume/load_from, and its
 errors reach the user."""
 
+import functools
 import glob
 import os.path as osp
 import uuid
@@ -13,7 +14,8 @@ from mmengine.hooks import Hook
 from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 from mmpretrain.registry import HOOKS
-from tiny_vit import backbone_cfg, classifier_cfg
+from tiny_runs import train_from_cfg
+from tiny_vit import TINY_ARCH, backbone_cfg, classifier_cfg
 
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
 from mmlvit.engine.hooks import SoftmaxToLinearInitHook
@@ -52,7 +54,15 @@ def softmax_ckpt(tmp_path_factory):
     return path, state
 
 
-def make_cfg(repo_root, data_root, work_dir, model=None, **hook):
+@pytest.fixture
+def make_cfg(repo_root, fashion_mnist_root):
+    """make_cfg(work_dir, model=None, **hook): the tiny config training
+    ``model`` (a linear tiny classifier by default) for one epoch of two
+    iterations, with a SoftmaxToLinearInitHook(**hook)."""
+    return functools.partial(tiny_cfg, repo_root, fashion_mnist_root)
+
+
+def tiny_cfg(repo_root, data_root, work_dir, model=None, **hook):
     cfg = Config.fromfile(osp.join(repo_root, TINY))
     cfg.experiment_name = f'init_hook_{uuid.uuid4().hex[:8]}'
     cfg.work_dir = str(work_dir)
@@ -70,10 +80,9 @@ def make_cfg(repo_root, data_root, work_dir, model=None, **hook):
 
 
 def train(cfg):
-    runner = Runner.from_cfg(cfg)
+    """Train ``cfg``; returns its Probe and the text of its log."""
     probe = Probe()
-    runner.register_hook(probe)
-    runner.train()
+    train_from_cfg(cfg, probe)
     log = glob.glob(osp.join(cfg.work_dir, '*', '*.log'))
     return probe, open(max(log, key=osp.getmtime)).read()
 
@@ -83,17 +92,11 @@ def mlp_keys(state):
 
 
 def test_copy_then_resume_and_load_from_do_not_copy(
-    softmax_ckpt, repo_root, fashion_mnist_root, tmp_path
+    softmax_ckpt, tmp_path, make_cfg
 ):
     path, softmax = softmax_ckpt
     work_dir = tmp_path / 'run'
-    cfg = make_cfg(
-        repo_root,
-        fashion_mnist_root,
-        work_dir,
-        checkpoint=str(path),
-        setting='MLPCopy',
-    )
+    cfg = make_cfg(work_dir, checkpoint=str(path), setting='MLPCopy')
     probe, log = train(cfg)
     assert mlp_keys(probe.state)
     for key in mlp_keys(probe.state):
@@ -113,13 +116,7 @@ def test_copy_then_resume_and_load_from_do_not_copy(
     assert not torch.equal(trained[key], softmax[key])  # it did train
 
     # --resume: the weights come from epoch_1.pth, not the softmax file.
-    cfg = make_cfg(
-        repo_root,
-        fashion_mnist_root,
-        work_dir,
-        checkpoint=str(path),
-        setting='MLPCopy',
-    )
+    cfg = make_cfg(work_dir, checkpoint=str(path), setting='MLPCopy')
     cfg.resume = True
     cfg.train_cfg.max_epochs = 2
     probe, log = train(cfg)
@@ -130,11 +127,7 @@ def test_copy_then_resume_and_load_from_do_not_copy(
 
     # load_from: likewise.
     cfg = make_cfg(
-        repo_root,
-        fashion_mnist_root,
-        tmp_path / 'load_from',
-        checkpoint=str(path),
-        setting='FullCopy',
+        tmp_path / 'load_from', checkpoint=str(path), setting='FullCopy'
     )
     cfg.load_from = str(work_dir / 'epoch_1.pth')
     probe, log = train(cfg)
@@ -143,9 +136,7 @@ def test_copy_then_resume_and_load_from_do_not_copy(
     assert 'not copied again' in log
 
 
-def test_student_inside_the_distiller(
-    softmax_ckpt, repo_root, fashion_mnist_root, tmp_path
-):
+def test_student_inside_the_distiller(softmax_ckpt, tmp_path, make_cfg):
     path, softmax = softmax_ckpt
     model = dict(
         type='AttentionDistiller',
@@ -154,13 +145,7 @@ def test_student_inside_the_distiller(
         teacher_checkpoint=str(path),
     )
     # No checkpoint on the hook: it copies from model.teacher_checkpoint.
-    cfg = make_cfg(
-        repo_root,
-        fashion_mnist_root,
-        tmp_path,
-        model=model,
-        setting='FullCopy',
-    )
+    cfg = make_cfg(tmp_path, model=model, setting='FullCopy')
     probe, log = train(cfg)
     assert f'(from {path})' in log
     for key, value in probe.state.items():
@@ -172,9 +157,7 @@ def test_student_inside_the_distiller(
         assert torch.equal(value, softmax[key]), key
 
 
-def test_errors_reach_the_runner(
-    softmax_ckpt, repo_root, fashion_mnist_root, tmp_path
-):
+def test_errors_reach_the_runner(softmax_ckpt, tmp_path, make_cfg):
     path, _ = softmax_ckpt
     wide = Config(
         dict(
@@ -182,18 +165,13 @@ def test_errors_reach_the_runner(
                 backbone_cfg(
                     'ReLULinearAttention',
                     arch=dict(
-                        embed_dims=48,
-                        num_layers=2,
-                        num_heads=2,
-                        feedforward_channels=96,
+                        TINY_ARCH, embed_dims=48, feedforward_channels=96
                     ),
                 )
             )
         )
     )
     cfg = make_cfg(
-        repo_root,
-        fashion_mnist_root,
         tmp_path / 'wide',
         model=wide.model,
         checkpoint=str(path),
@@ -208,20 +186,13 @@ def test_errors_reach_the_runner(
 
     mystery = tmp_path / 'mystery.pth'
     torch.save({'encoder.weight': torch.zeros(1)}, mystery)
-    cfg = make_cfg(
-        repo_root,
-        fashion_mnist_root,
-        tmp_path / 'mystery',
-        checkpoint=str(mystery),
-    )
+    cfg = make_cfg(tmp_path / 'mystery', checkpoint=str(mystery))
     with pytest.raises(
         CheckpointError, match=r'mystery\.pth.*encoder\.weight'
     ):
         Runner.from_cfg(cfg).train()
 
-    cfg = make_cfg(
-        repo_root, fashion_mnist_root, tmp_path / 'unset', setting='Copy'
-    )
+    cfg = make_cfg(tmp_path / 'unset', setting='Copy')
     with pytest.raises(
         ValueError,
         match=r"setting Copy copies \['attn_qkv',"
@@ -230,13 +201,7 @@ def test_errors_reach_the_runner(
     ):
         Runner.from_cfg(cfg).train()
 
-    cfg = make_cfg(
-        repo_root,
-        fashion_mnist_root,
-        tmp_path / 'typo',
-        checkpoint=str(path),
-        setting='MLPcopy',
-    )
+    cfg = make_cfg(tmp_path / 'typo', checkpoint=str(path), setting='MLPcopy')
     with pytest.raises(TransferError, match="Unknown init setting 'MLPcopy'"):
         Runner.from_cfg(cfg)
 
