@@ -11,18 +11,15 @@ from mmpretrain.registry import MODELS
 
 import mmlvit.models  # noqa: F401
 
+RECORDS = ('outputs', 'inputs', 'modules', 'logits')
 
-def recording(
-    depth=3, extra=1, outputs=None, inputs=None, modules=None, logits=None
-):
-    return types.SimpleNamespace(
-        depth=depth,
-        num_extra_tokens=extra,
-        outputs=outputs,
-        inputs=inputs,
-        modules=modules,
-        logits=logits,
-    )
+
+def recording(depth=3, extra=1, **records):
+    """A stand-in AttentionRecording of ``depth`` blocks and ``extra``
+    tokens; each of RECORDS not given in ``records`` is None."""
+    assert set(records) <= set(RECORDS), records
+    fields = dict(dict.fromkeys(RECORDS), **records)
+    return types.SimpleNamespace(depth=depth, num_extra_tokens=extra, **fields)
 
 
 def random_outputs(depth, tokens, seed):
@@ -237,19 +234,21 @@ def test_map_mse_matches_naive_maps(student_type):
     assert all(p.grad is None for m in teacher.modules for p in m.parameters())
 
 
+def relu_map64(module, x):
+    """kernel_map64 of a ReLU-kernel module's (detached) qkv on ``x``."""
+    weight = module.qkv.weight.detach().double()
+    return kernel_map64(
+        weight, module.qkv.bias.detach().double(), x, torch.relu
+    )
+
+
 def test_map_mse_patch_block_when_only_teacher_has_class_token():
     student, teacher, x_s, x_t = map_setup(
         'ReLULinearAttention', student_tokens=4, depth=1
     )
     loss = MODELS.build(dict(type='AttentionMapMSE', loss_weight=1.0))
     value, _ = loss(student, teacher)
-    m = student.modules[0]
-    s_map = kernel_map64(
-        m.qkv.weight.detach().double(),
-        m.qkv.bias.detach().double(),
-        x_s[0],
-        torch.relu,
-    )
+    s_map = relu_map64(student.modules[0], x_s[0])
     t_map = naive_softmax_map(teacher.modules[0].qkv, x_t[0])[..., 1:, 1:]
     assert s_map.shape == t_map.shape == (2, HEADS, 4, 4)
     assert value.item() == pytest.approx(
@@ -266,13 +265,7 @@ def test_map_mse_query_subsampling():
     value, _ = loss(student, teacher)
     torch.manual_seed(7)
     rows = torch.randperm(5)[:2]
-    m = student.modules[0]
-    s_map = kernel_map64(
-        m.qkv.weight.detach().double(),
-        m.qkv.bias.detach().double(),
-        x_s[0],
-        torch.relu,
-    )
+    s_map = relu_map64(student.modules[0], x_s[0])
     t_map = naive_softmax_map(teacher.modules[0].qkv, x_t[0])
     per_row = ((s_map - t_map) ** 2).mean(dim=(0, 1, 3))
     assert value.item() == pytest.approx(per_row[rows].mean().item(), rel=1e-5)

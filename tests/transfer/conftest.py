@@ -1,5 +1,7 @@
 """Tiny classifiers and softmax checkpoints for the transfer tests."""
 
+import collections
+
 import pytest
 import torch
 from mmengine.registry import init_default_scope
@@ -7,6 +9,9 @@ from mmpretrain.registry import MODELS
 from tiny_vit import backbone_cfg, classifier_cfg
 
 import mmlvit  # noqa: F401
+from mmlvit.transfer import apply_init
+
+Init = collections.namedtuple('Init', 'ckpt fresh student report')
 
 
 @pytest.fixture
@@ -37,6 +42,23 @@ def softmax_state(build_classifier):
         }
 
     return state
+
+
+@pytest.fixture
+def init_copy(build_classifier, softmax_state):
+    """init_copy(backbone, *args, **kwargs) -> Init: a ``softmax_state()``
+    checkpoint put by ``apply_init(student, ckpt, *args, **kwargs)`` into
+    a tiny classifier of ``backbone``; ``fresh``: the parameters the same
+    classifier has before (same seed); ``report``: apply_init's report."""
+
+    def init(backbone, *args, **kwargs):
+        ckpt = softmax_state()
+        fresh = dict(build_classifier(backbone).named_parameters())
+        student = build_classifier(backbone)
+        report = apply_init(student, ckpt, *args, **kwargs)
+        return Init(ckpt, fresh, student, report)
+
+    return init
 
 
 @pytest.fixture(autouse=True)

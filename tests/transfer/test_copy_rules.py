@@ -33,14 +33,9 @@ def test_every_plan_is_the_captured_one(plans):
 # The built-in rules, tensor by tensor.
 
 
-def test_ttt_student_takes_standard_qkv_rows_only(
-    build_classifier, softmax_state
-):
-    ckpt = softmax_state()
+def test_ttt_student_takes_standard_qkv_rows_only(init_copy):
     attn = 'TTTAttention'
-    fresh = dict(build_classifier(backbone_cfg(attn)).named_parameters())
-    student = build_classifier(backbone_cfg(attn))
-    report = apply_init(student, ckpt, 'FullCopy')
+    ckpt, fresh, student, report = init_copy(backbone_cfg(attn), 'FullCopy')
     C = TINY_ARCH['embed_dims']
     params = dict(student.named_parameters())
     for i in range(TINY_ARCH['num_layers']):
@@ -78,14 +73,9 @@ def test_ttt_student_takes_standard_qkv_rows_only(
     assert 'the student has no class token' in table
 
 
-def test_mhla_extra_parameters_keep_their_init(
-    build_classifier, softmax_state
-):
-    ckpt = softmax_state()
+def test_mhla_extra_parameters_keep_their_init(init_copy):
     attn = 'MHLAttention'
-    fresh = dict(build_classifier(backbone_cfg(attn)).named_parameters())
-    student = build_classifier(backbone_cfg(attn))
-    apply_init(student, ckpt, 'FullCopy')
+    ckpt, fresh, student, _ = init_copy(backbone_cfg(attn), 'FullCopy')
     params = dict(student.named_parameters())
     copied = {k for k in ckpt if in_components(k, FULL) and k in params}
     assert {

@@ -103,24 +103,18 @@ def test_an_alias_reports_the_setting_it_names(
 
 @pytest.mark.parametrize('setting', sorted(PAPER_TABLE))
 @pytest.mark.parametrize('attn', [None, 'ReLULinearAttention'])
-def test_copy_settings_tensor_by_tensor(
-    setting, attn, build_classifier, softmax_state
-):
-    ckpt = softmax_state()
-    fresh = dict(build_classifier(backbone_cfg(attn)).named_parameters())
-    student = build_classifier(backbone_cfg(attn))
-    report = apply_init(student, ckpt, setting)
+def test_copy_settings_tensor_by_tensor(setting, attn, init_copy):
+    ckpt, fresh, student, report = init_copy(backbone_cfg(attn), setting)
     copied = {k for k in ckpt if in_components(k, PAPER_TABLE[setting])}
     assert_copied_exactly(student, fresh, ckpt, copied)
     assert set(report.keys('copied')) == copied
     assert set(report.unused) == set(ckpt) - copied
 
 
-def test_custom_components_and_head(build_classifier, softmax_state):
-    ckpt = softmax_state()
-    fresh = dict(build_classifier(backbone_cfg()).named_parameters())
-    student = build_classifier(backbone_cfg())
-    apply_init(student, ckpt, components=['head', 'final_norm', 'norms'])
+def test_custom_components_and_head(init_copy):
+    ckpt, fresh, student, _ = init_copy(
+        backbone_cfg(), components=['head', 'final_norm', 'norms']
+    )
     copied = {
         k for k in ckpt if in_components(k, ['head', 'final_norm', 'norms'])
     }
@@ -128,7 +122,7 @@ def test_custom_components_and_head(build_classifier, softmax_state):
 
 
 def test_hybrid_softmax_blocks_copy_their_attention(
-    build_classifier, softmax_state
+    build_classifier, init_copy
 ):
     """copy_softmax_attention: the softmax block of a hybrid student takes
     the teacher's attention weights on top of the setting (MLPCopy); the
@@ -140,10 +134,9 @@ def test_hybrid_softmax_blocks_copy_their_attention(
             dict(type='SoftmaxAttention'),
         ],
     )
-    ckpt = softmax_state()
-    fresh = dict(build_classifier(hybrid).named_parameters())
-    student = build_classifier(hybrid)
-    report = apply_init(student, ckpt, 'MLPCopy', copy_softmax_attention=True)
+    ckpt, fresh, student, report = init_copy(
+        hybrid, 'MLPCopy', copy_softmax_attention=True
+    )
     copied = {
         k
         for k in ckpt
@@ -266,11 +259,10 @@ def test_policy_errors(
         apply_init(student, softmax_state(), setting, components)
 
 
-def test_analytical_setting_with_copied_mlp(build_classifier, softmax_state):
-    ckpt = softmax_state()
-    fresh = dict(build_classifier(backbone_cfg()).named_parameters())
-    student = build_classifier(backbone_cfg())
-    report = apply_init(student, ckpt, 'Mimetic', components=['mlp'])
+def test_analytical_setting_with_copied_mlp(init_copy):
+    ckpt, fresh, student, report = init_copy(
+        backbone_cfg(), 'Mimetic', components=['mlp']
+    )
     params = dict(student.named_parameters())
     for key in params:
         if in_components(key, ['mlp']):
@@ -295,15 +287,10 @@ def registered_operators():
 
 
 @pytest.mark.parametrize('attn', registered_operators())
-def test_fullcopy_into_every_registered_operator(
-    attn, build_classifier, softmax_state
-):
+def test_fullcopy_into_every_registered_operator(attn, init_copy):
     """Operator-agnostic copy: same-shaped tensors copied, wider qkv takes
     its standard rows, everything else (operator extras) keeps its init."""
-    ckpt = softmax_state()
-    fresh = dict(build_classifier(backbone_cfg(attn)).named_parameters())
-    student = build_classifier(backbone_cfg(attn))
-    apply_init(student, ckpt, 'FullCopy')
+    ckpt, fresh, student, _ = init_copy(backbone_cfg(attn), 'FullCopy')
     wide_proj = any(
         k.endswith('attn.proj.weight') and v.shape != ckpt[k].shape
         for k, v in fresh.items()
