@@ -55,6 +55,16 @@ def check_refuses_another_grid(m, cls, hw_shape):
             call(x, hw_shape)
 
 
+def check_flops_linear_in_tokens(m, extra):
+    """``m`` (width C = 768, 12 heads of d = 64): its flops double with
+    the token count, and at N = 197 tokens they are the projections'
+    8 N C^2, the token mixing's 4 N C d and ``extra`` N C more."""
+    f = [m.flops(n, None) for n in (197, 394, 788)]
+    assert f[1] == 2 * f[0] and f[2] == 2 * f[1]
+    C, d, N = 768, 64, 197
+    assert f[0] == 8 * N * C * C + 4 * N * C * d + extra * N * C
+
+
 def check_gradcheck(m):
     """Float64 gradients through ``m`` on a 2x3 grid with a class token."""
     x = tokens((2, 3), True, C=m.qkv.in_features, B=1).requires_grad_()

@@ -11,6 +11,7 @@ from fla.ops.gla.naive import naive_recurrent_gla
 from gla_inputs import grads, inputs
 
 import mmlvit.ops.gla.chunk as chunk_ops
+import mmlvit.ops.gla.dispatch as dispatch
 import mmlvit.ops.gla.workspace as workspace
 from mmlvit.ops import (
     bidirectional_gla,
@@ -20,6 +21,16 @@ from mmlvit.ops import (
 )
 
 F64 = dict(rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize('path', ['bidirectional_fla', 'bidirectional_triton'])
+def test_auto_backend_on_cpu_takes_the_torch_path(path, monkeypatch):
+    def fail(*args):
+        raise AssertionError(f'{path} taken on CPU')
+
+    monkeypatch.setattr(dispatch, path, fail)
+    q, k, v, g = inputs(T=9)
+    bidirectional_gla(q, k, v, g, g)  # backend='auto'
 
 
 def explicit_causal(q, k, v, g, scale):

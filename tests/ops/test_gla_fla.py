@@ -43,15 +43,6 @@ def test_auto_backend_never_picks_fla(monkeypatch):
     assert resolve('auto', torch.device('cuda')) == 'torch'
 
 
-def test_auto_backend_on_cpu_never_calls_fla(monkeypatch):
-    def fail(*args):
-        raise AssertionError('fla path taken on CPU')
-
-    monkeypatch.setattr(dispatch, 'bidirectional_fla', fail)
-    q, k, v, g = inputs(T=9)
-    bidirectional_gla(q, k, v, g, g)  # backend='auto'
-
-
 def test_missing_fla_raises_import_error(monkeypatch):
     real_import = builtins.__import__
 
