@@ -17,11 +17,11 @@ TIMM_TINY = dict(
     img_size=32,
     patch_size=8,
     in_chans=1,
-    embed_dim=32,
-    depth=2,
-    num_heads=2,
-    mlp_ratio=2.0,
     num_classes=10,
+    embed_dim=TINY_ARCH['embed_dims'],
+    depth=TINY_ARCH['num_layers'],
+    num_heads=TINY_ARCH['num_heads'],
+    mlp_ratio=TINY_ARCH['feedforward_channels'] / TINY_ARCH['embed_dims'],
 )
 
 

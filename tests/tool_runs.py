@@ -1,6 +1,7 @@
 """The project's tools and launcher scripts run as subprocesses."""
 
 import os
+import shutil
 import subprocess
 
 
@@ -32,3 +33,15 @@ def launch(script, args, cwd, python, port, timeout=600):
     status 0 and returns stdout + stderr."""
     env = dict(os.environ, PYTHON=python, PORT=str(port), OMP_NUM_THREADS='1')
     return run_log(['bash', script, *args], cwd, env, timeout)
+
+
+def resume_in_copy(python, config, work_dir, copy, cwd, *options):
+    """``tools/train.py CONFIG --resume`` in a copy (at ``copy``) of a
+    finished run's ``work_dir``, with ``--cfg-options OPTIONS``; asserts
+    exit status 0 and returns stdout + stderr."""
+    shutil.copytree(work_dir, copy)
+    return run_log(
+        [python, 'tools/train.py', config, '--work-dir', str(copy)]
+        + ['--resume', '--cfg-options', *options],
+        cwd,
+    )

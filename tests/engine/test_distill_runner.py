@@ -4,7 +4,6 @@ tools/test.py on the saved student, and two-process CPU DDP."""
 
 import json
 import os
-import shutil
 
 import pytest
 import torch
@@ -12,7 +11,7 @@ from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from mmengine.runner import load_checkpoint
 from mmpretrain.registry import MODELS
-from tool_runs import launch, run_log
+from tool_runs import launch, resume_in_copy, run_log
 
 from mmlvit.checkpoint import load_checkpoint_file
 
@@ -155,19 +154,14 @@ def test_resume_continues_distillation(
 ):
     work_dir, _ = distilled
     resumed = tmp_path / 'resumed'
-    shutil.copytree(work_dir, resumed)
-    log = run_log(
-        [
-            python,
-            'tools/train.py',
-            CONFIG,
-            '--work-dir',
-            str(resumed),
-            '--resume',
-            *teacher_options(teacher_ckpt),
-            'train_cfg.max_epochs=4',
-        ],
+    log = resume_in_copy(
+        python,
+        CONFIG,
+        work_dir,
+        resumed,
         repo_root,
+        f'model.teacher_checkpoint={teacher_ckpt}',
+        'train_cfg.max_epochs=4',
     )
     assert 'resumed epoch: 3, iter: 12' in log
     assert 'Epoch(train) [4][4/4]' in log and 'Epoch(train) [1]' not in log

@@ -8,14 +8,9 @@ import pytest
 from tool_runs import run_ok
 
 from mmlvit.reproduction import records as engine_records
-from mmlvit.reproduction.classification import (
-    cli,
-    configs,
-    plots,
-    records,
-    report,
-    runner,
-)
+from mmlvit.reproduction.classification import cli, configs, records, report
+from mmlvit.reproduction.classification.plots import draw, plot_results
+from mmlvit.reproduction.classification.runner import grid
 
 
 @pytest.fixture(scope='module')
@@ -238,7 +233,7 @@ def test_records_format_the_csv_columns(tmp_path):
 
 
 def test_grid_is_seed_major_with_one_softmax_reference():
-    runs = runner.grid(
+    runs = grid(
         ['relu', 'gla'],
         ['random', 'mlpcopy+distill', 'softmax'],
         'off',
@@ -421,7 +416,7 @@ def test_bar_plot_has_seed_error_bars_and_a_clear_legend(tmp_path):
             _result(records, 60, 0, dataset='mnist-5k', operator='relu')
         ]
     )
-    fig = plots.draw(results)
+    fig = draw(results)
     fashion, mnist = fig.axes
     assert fashion.get_title() == 'fashion-mnist-5k'
     assert [t.get_text() for t in fashion.get_xticklabels()] == [
@@ -437,7 +432,7 @@ def test_bar_plot_has_seed_error_bars_and_a_clear_legend(tmp_path):
     assert not any(isinstance(c, ErrorbarContainer) for c in mnist.containers)
     assert _legend_clear_of_axes(fig)
     pyplot().close(fig)
-    plots.plot_results(results, tmp_path / 'grid.png')
+    plot_results(results, tmp_path / 'grid.png')
     assert (tmp_path / 'grid.png').stat().st_size > 10_000
 
 
@@ -447,12 +442,12 @@ def test_sweep_plot(tmp_path):
     from mmlvit.reproduction.figures import pyplot
 
     results = _schedule_results(records)
-    fig = plots.draw(results)
+    fig = draw(results)
     (ax,) = fig.axes
     assert ax.get_xlabel() == 'epochs'
     assert len(ax.containers) == 2
     assert all(c.has_yerr for c in ax.containers)
     assert _legend_clear_of_axes(fig)
     pyplot().close(fig)
-    plots.plot_results(results, tmp_path / 'schedule.png')
+    plot_results(results, tmp_path / 'schedule.png')
     assert (tmp_path / 'schedule.png').stat().st_size > 10_000

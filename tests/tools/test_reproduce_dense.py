@@ -11,14 +11,8 @@ import pytest
 from tool_runs import run_ok
 
 from mmlvit.reproduction import records as engine_records
-from mmlvit.reproduction.dense import (
-    cli,
-    configs,
-    plots,
-    records,
-    report,
-    runner,
-)
+from mmlvit.reproduction.dense import cli, configs, records, report, runner
+from mmlvit.reproduction.dense.plots import draw_dense
 
 TINY = [
     '--tasks',
@@ -283,7 +277,7 @@ def test_plot_has_a_panel_per_metric_error_bars_and_softmax_dashed():
     from matplotlib.container import BarContainer
 
     results = _synthetic(records)
-    fig = plots.draw_dense(results)
+    fig = draw_dense(results)
     axes = fig.axes
     assert [ax.get_title() for ax in axes] == [
         'mIoU (UperNet)',

@@ -5,11 +5,10 @@ import glob
 import json
 import os
 import os.path as osp
-import shutil
 
 import pytest
 import torch
-from tool_runs import launch, run, run_log
+from tool_runs import launch, resume_in_copy, run, run_log
 
 from mmlvit.checkpoint import load_checkpoint_file
 
@@ -44,19 +43,8 @@ def test_train_writes_checkpoints(trained):
 def test_resume_continues(trained, tmp_path, repo_root, python):
     work_dir, _ = trained
     resumed = tmp_path / 'resumed'
-    shutil.copytree(work_dir, resumed)
-    log = run_log(
-        [
-            python,
-            'tools/train.py',
-            TINY,
-            '--work-dir',
-            str(resumed),
-            '--resume',
-            '--cfg-options',
-            'train_cfg.max_epochs=3',
-        ],
-        repo_root,
+    log = resume_in_copy(
+        python, TINY, work_dir, resumed, repo_root, 'train_cfg.max_epochs=3'
     )
     assert 'resumed epoch: 2, iter: 8' in log
     assert 'Epoch(train) [3][4/4]' in log
