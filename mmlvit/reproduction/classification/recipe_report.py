@@ -110,8 +110,9 @@ def plot(table: dict, path: str) -> None:
         if key[0] == 'paper':
             ax.axvline(s.mean, ls='--', lw=0.8, color='grey')
     ax.set_yticks(list(ys), [f'{arm} ({op})' for arm, op in keys])
-    ax.set_xlabel(
-        f'top-1 (%), Fashion-MNIST test split; mean +- {STD_LABEL}, dots: '
-        'seeds; dashed: paper'
+    ax.set_xlabel('top-1 (%) on the Fashion-MNIST test split')
+    ax.set_title(
+        f'mean +- {STD_LABEL} (black), seeds (dots); dashed: the paper arm',
+        fontsize=8,
     )
     save_figure(fig, path)
