@@ -128,6 +128,15 @@ def hybrid_overrides(cfg, softmax_blocks, setting='MLPCopy'):
     )
 
 
+def make_hybrid(cfg, softmax_blocks) -> None:
+    """Turn the distillation config ``cfg`` into the hybrid whose
+    ``softmax_blocks`` keep softmax attention, in place
+    (:func:`hybrid_overrides`)."""
+    overrides = hybrid_overrides(cfg, softmax_blocks)
+    cfg.model.student.backbone.attn_cfg = overrides['attn_cfg']
+    cfg.custom_hooks = overrides['custom_hooks']
+
+
 def warmup_config(cfg, iters, work_dir):
     """``cfg`` trained for ``iters`` iterations at its base learning rate,
     without evaluation or checkpoints."""

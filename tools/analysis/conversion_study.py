@@ -134,7 +134,7 @@ def train_variant(
     """Train and test one run, ``todo`` = (variant, seed); returns its CSV
     row. ``data`` is (train_indices, test_indices) (None: all), ``opt``
     (fresh-lr multiplier, freeze iterations)."""
-    from mmlvit.diagnostics.hybrid import hybrid_overrides, measure_blocks
+    from mmlvit.diagnostics.hybrid import make_hybrid, measure_blocks
 
     variant, seed = todo
     torch.set_num_threads(1)
@@ -174,9 +174,7 @@ def train_variant(
     elif variant == 'last':
         blocks = list(range(depth - k, depth))
     if blocks:
-        overrides = hybrid_overrides(cfg, blocks)
-        cfg.model.student.backbone.attn_cfg = overrides['attn_cfg']
-        cfg.custom_hooks = overrides['custom_hooks']
+        make_hybrid(cfg, blocks)
     if variant in ('fresh-lr', 'freeze'):
         fresh_lr_mult, freeze_iters = opt
         cfg.optim_wrapper.constructor = (

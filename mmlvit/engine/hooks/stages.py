@@ -159,9 +159,10 @@ class ConversionStagesHook(Hook):
             for name, param in distiller.student.named_parameters()
             if param.requires_grad
         }
+        self._adapters = [n for n in self._params if ADAPTER_MARK in n]
         for number, stage in enumerate(self.stages, 1):
             self._check_stage(number, stage)
-        adapters = [name for name in self._params if ADAPTER_MARK in name]
+        adapters = self._adapters
         if adapters and any(isinstance(h, EMAHook) for h in runner.hooks):
             raise ValueError(
                 'ConversionStagesHook: EMAHook cannot average a student with '
@@ -247,7 +248,7 @@ class ConversionStagesHook(Hook):
                     f"dict(type='{name}', loss_weight=0.0) to "
                     'model.distill_losses.'
                 )
-        adapters = [name for name in self._params if ADAPTER_MARK in name]
+        adapters = self._adapters
         for fragment in stage.trainable or ():
             if ADAPTER_MARK in fragment and not adapters:
                 raise ValueError(

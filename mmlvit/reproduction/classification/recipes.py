@@ -8,7 +8,7 @@ of :attr:`Arm.stages` (docs/recipes.md gives the split at 10 epochs).
 """
 
 import os.path as osp
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mmlvit.models.losses import PAPER_DISTILL_WEIGHT
 
@@ -54,7 +54,7 @@ class Arm:
     operator: str | None = None
     stages: tuple = ()
     losses: tuple = ()
-    adapters: dict | None = field(default=None, hash=False)
+    adapters: dict | None = None
     hybrid: str | None = None
     reference: str | None = 'paper'
 
@@ -211,7 +211,7 @@ def keep_softmax(
         tuple: The chosen blocks and the measurements, one text per block.
     """
     from mmlvit.diagnostics.hybrid import (
-        hybrid_overrides,
+        make_hybrid,
         measure_blocks,
         warm_up,
     )
@@ -230,7 +230,5 @@ def keep_softmax(
         scores = {r['block']: r['attn_rel_err'] for r in diagnosis.blocks}
     else:
         raise ValueError(f'Unknown hybrid criterion {criterion!r}.')
-    overrides = hybrid_overrides(cfg, blocks)
-    cfg.model.student.backbone.attn_cfg = overrides['attn_cfg']
-    cfg.custom_hooks = overrides['custom_hooks']
+    make_hybrid(cfg, blocks)
     return sorted(blocks), ' '.join(f'{scores[b]:.4f}' for b in sorted(scores))
