@@ -10,6 +10,7 @@ stays fp64), and casts its result back to the dtype of one input
 - :func:`fp32_accumulation` decorates an operator taking tensors.
 - :func:`fp32_scope` is the same as a context manager, for code that is not
   one function of its tensors (e.g. a module reading its own weights).
+- :func:`autocast_input` casts a module's input once to the autocast dtype.
 """
 
 import contextlib
@@ -53,6 +54,28 @@ def fp32_scope(*tensors):
     dtype = accumulation_dtype(*(t.dtype for t in present))
     with torch.autocast(present[0].device.type, enabled=False):
         yield [None if t is None else t.to(dtype) for t in tensors]
+
+
+def autocast_input(x):
+    """``x`` cast to the autocast dtype of its device while autocast runs
+    there (fp64 and non-float tensors as they are), else ``x``.
+
+    Autocast casts an fp32 input once for every op that reads it, and each
+    op keeps its own copy for backward: a module that feeds one tensor to
+    several projections casts it once with this instead, and they all read
+    (and keep) that one copy.
+
+    Args:
+        x (Tensor): Any tensor.
+
+    Returns:
+        Tensor: ``x`` or its cast.
+    """
+    device = x.device.type
+    eligible = x.is_floating_point() and x.dtype != torch.float64
+    if not eligible or not torch.is_autocast_enabled(device):
+        return x
+    return x.to(torch.get_autocast_dtype(device))
 
 
 def _is_floating_tensor(value):

@@ -7,9 +7,16 @@ intermediate for backward, several times the memory of its inputs.
 :func:`recomputed` keeps only the inputs and reruns the chain in backward
 (activation checkpointing of one op): the extra cost is one forward of the
 op, small beside the projections around it.
+
+An autograd Function whose inputs are computed by a cheap function of
+smaller tensors (GLA's gates from the tokens and two low-rank weights,
+MHLA's mixed block states from the unmixed ones) can take that function
+and its tensors instead, save those and recompute in backward:
+:func:`rerun_with_grad` and :func:`leaf_grads` are its two steps.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -32,3 +39,39 @@ def recomputed(fn: Callable, *args: Tensor) -> Tensor:
     if not torch.is_grad_enabled() or exporting():
         return fn(*args)
     return checkpoint(fn, *args, use_reentrant=False)
+
+
+def rerun_with_grad(
+    fn: Callable, inputs: Sequence[Tensor], needs_grad: Sequence[bool]
+) -> tuple[list[Tensor], Any]:
+    """``fn`` rerun in an autograd Function's backward on the tensors it
+    saved: on detached ``inputs`` that require gradients where
+    ``needs_grad`` (the Function's ``ctx.needs_input_grad`` for them) says,
+    with gradients enabled.
+
+    Returns:
+        tuple: The detached inputs (leaves) and ``fn(*leaves)``.
+    """
+    leaves = [t.detach().requires_grad_(n) for t, n in zip(inputs, needs_grad)]
+    with torch.enable_grad():
+        return leaves, fn(*leaves)
+
+
+def leaf_grads(
+    outputs: Sequence[Tensor],
+    d_outputs: Sequence[Tensor],
+    leaves: Sequence[Tensor],
+) -> list[Tensor | None]:
+    """Gradients of the :func:`rerun_with_grad` ``leaves`` given those of
+    its ``outputs`` (cast to each output's dtype); None for a leaf that
+    needs none or that the outputs do not depend on."""
+    wanted = [t for t in leaves if t.requires_grad]
+    pairs = [(o, d.to(o.dtype)) for o, d in zip(outputs, d_outputs)]
+    pairs = [p for p in pairs if p[0].requires_grad]
+    if not (wanted and pairs):
+        return [None] * len(leaves)
+    outputs, d_outputs = zip(*pairs)
+    found = iter(
+        torch.autograd.grad(outputs, wanted, d_outputs, allow_unused=True)
+    )
+    return [next(found) if t.requires_grad else None for t in leaves]

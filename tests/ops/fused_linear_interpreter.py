@@ -101,7 +101,15 @@ def check(
             side**2, side**2, generator=g
         )
         extra = dict(mixing=mixing.requires_grad_(), hw_shape=grid)
-    out = attention(mode, *split_qkv(x), backend='triton', **extra)
+    saved = []
+    w = max(16, 1 << (d - 1).bit_length())
+
+    def pack(t):
+        saved.append(list(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = attention(mode, *split_qkv(x), backend='triton', **extra)
     grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
     (out.double() * grad_out).sum().backward()
     shared = SHARED.pop()
@@ -130,6 +138,9 @@ def check(
         out=relative(out, ref),
         qkv_grad_shared=shared,
         grads={n: relative(grads[n], grads_ref[n]) for n in grads},
+        # (B*H, segments, w, w) states kept for backward (w: d padded to
+        # a power of two, at least 16).
+        saved_states=saved.count([B * H, side**2 if grid else 1, w, w]),
     )
 
 

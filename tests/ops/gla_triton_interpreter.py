@@ -111,12 +111,76 @@ def check_vanishing(T):
     return compare([q, k, v, g_fwd, g_bwd])
 
 
+def module_gradients(m, x, hw_shape):
+    """Output, and gradients of x and of every parameter, of ``m``."""
+    x = x.clone().requires_grad_()
+    m.zero_grad()
+    out = m(x, hw_shape)
+    out.square().sum().backward()
+    grads = {n: p.grad for n, p in m.named_parameters()}
+    return out, dict(grads, x=x.grad)
+
+
+def check_module(T_grid):
+    """GatedLinearAttention (C = 32, 2 heads of 16, a class token) on the
+    triton backend against the same module in float64 on the torch
+    backend: output, input and every parameter gradient (the gates are
+    recomputed from the tokens and the gate weights inside the kernels'
+    autograd Function). Then one bf16-autocast forward: what the module
+    keeps for backward (dtype, shape, parameter or not)."""
+    from mmpretrain.registry import MODELS
+
+    import mmlvit  # noqa: F401
+
+    hw_shape = (T_grid, T_grid)
+    torch.manual_seed(0)
+    cfg = dict(type='GatedLinearAttention', embed_dims=32, num_heads=2)
+    m = MODELS.build(cfg | dict(backend='triton'))
+    with torch.no_grad():  # gates far from 1: the decays matter
+        m.gate_up.bias.normal_(0, 4)
+    ref = MODELS.build(cfg | dict(backend='torch')).double()
+    ref.load_state_dict(m.state_dict())
+    x = torch.randn(
+        2, T_grid * T_grid + 1, 32, generator=torch.Generator().manual_seed(3)
+    )
+    out, got = module_gradients(m, x, hw_shape)
+    ref_out, want = module_gradients(ref, x.double(), hw_shape)
+    params = {p.data_ptr() for p in m.parameters()}
+    saved = []
+
+    def pack(t):
+        saved.append(
+            dict(
+                dtype=str(t.dtype),
+                shape=list(t.shape),
+                parameter=t.data_ptr() in params,
+            )
+        )
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            m(x, hw_shape)
+    return dict(
+        out=(out.double() - ref_out).abs().max().item(),
+        out_scale=ref_out.abs().max().item(),
+        grads={
+            n: (got[n].double() - g).abs().max().item()
+            for n, g in want.items()
+        },
+        grad_scales={n: g.abs().max().item() for n, g in want.items()},
+        saved=saved,
+    )
+
+
 CHECKS = {
     # 3 chunks of 64 (the last partial): both states in the middle one.
     'strided fp32 T=150': (check_strided, (150, 'fp32')),
     'vanishing fp32 T=80': (check_vanishing, (80,)),
     'strided bf16 T=80': (check_strided, (80, 'bf16')),
     'strided fp16 T=80': (check_strided, (80, 'fp16')),
+    # 7 x 7 patches and a class token: T = 50, one partial chunk.
+    'module fp32 T=50': (check_module, (7,)),
 }
 
 

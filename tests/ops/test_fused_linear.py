@@ -133,6 +133,18 @@ def test_qkv_gradient_is_one_buffer(interpreter_report):
     assert all(case['qkv_grad_shared'] for case in cases)
 
 
+def test_one_set_of_states_is_kept_for_backward(interpreter_report):
+    """Each call keeps one (B*H, segments, d, d) fp32 state tensor (d
+    padded to a power of two) for backward: MHLA the unmixed block
+    states, not the mixed ones too (they are recomputed from those and
+    the mixing matrix)."""
+    cases = interpreter_report['cases']
+    assert {c['mode'] for c in cases} >= {'relu', 'mhla'}
+    assert all(case['saved_states'] == 1 for case in cases), [
+        (c['mode'], c['saved_states']) for c in cases
+    ]
+
+
 def test_fp16_key_sums_past_fp16_range_stay_exact(interpreter_report):
     """Inputs of magnitude 30 over 1000 tokens: the key-value sums reach
     ~1e6 (fp16 overflows at 65504); they live in fp32 registers."""

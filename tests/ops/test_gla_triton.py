@@ -109,6 +109,34 @@ def test_half_inputs_keep_dtype_and_match_oracle(interpreted, dtype, rtol):
     assert_close(report, rtol=rtol)
 
 
+def test_module_on_triton_equals_float64_torch_path(interpreted):
+    """GatedLinearAttention with backend='triton' (gates recomputed from
+    the tokens and the gate weights inside the kernels' Function) against
+    the float64 torch path: output and the gradient of x and of every
+    parameter, the gate projections' included."""
+    report = interpreted['module fp32 T=50']
+    names = {'x', 'qkv.weight', 'qkv.bias', 'proj.weight', 'proj.bias'}
+    names |= {'gate_down.weight', 'gate_up.weight', 'gate_up.bias'}
+    names |= {'g_proj.weight', 'g_norm.weight'}
+    assert set(report['grads']) == names
+    interpreter_run.assert_close(report, rtol=2e-5)
+
+
+def test_module_keeps_only_half_precision_activations(interpreted):
+    """Under bf16 autocast the module keeps no fp32 activation for
+    backward: no gates (two fp32 (B, H, N, d) tensors), no fp32 copy of
+    its input; what is fp32 is a parameter."""
+    saved = interpreted['module fp32 T=50']['saved']
+    activations = [t for t in saved if not t['parameter']]
+    assert activations
+    assert {t['dtype'] for t in activations} == {'torch.bfloat16'}, saved
+    assert [t['shape'] for t in saved if t['parameter']] == [
+        [16, 32],  # gate_down.weight
+        [64, 16],  # gate_up.weight
+        [64],  # gate_up.bias
+    ]
+
+
 # --------------------------------------------------------- CUDA only
 
 

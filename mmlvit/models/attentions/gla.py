@@ -6,11 +6,11 @@ from mmpretrain.registry import MODELS
 from torch import Tensor
 
 from mmlvit.ops.gla import (
-    bidirectional_gla,
+    bidirectional_gla_gated,
     bidirectional_gla_map,
     check_backend,
 )
-from mmlvit.ops.precision import fp32_scope
+from mmlvit.ops.precision import autocast_input, fp32_scope
 from mmlvit.ops.recompute import recomputed
 
 from .base import BaseAttention
@@ -87,9 +87,21 @@ class GatedLinearAttention(BaseAttention):
         Computed with autocast off in at least fp32: the scans sum them over
         the sequence.
         """
+        up = self.gate_up
+        return self.gates_from(x, self.gate_down.weight, up.weight, up.bias)
+
+    def gates_from(
+        self,
+        x: Tensor,
+        down_weight: Tensor,
+        up_weight: Tensor,
+        up_bias: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        """:meth:`log_gates` from x (B, N, C) and the gate projections'
+        weights given as arguments (the fused scan recomputes the gates from
+        them in backward)."""
         B, N, _ = x.shape
-        down, up = self.gate_down, self.gate_up
-        with fp32_scope(x, down.weight, up.weight, up.bias) as upcast:
+        with fp32_scope(x, down_weight, up_weight, up_bias) as upcast:
             x, down_weight, up_weight, up_bias = upcast
             logits = F.linear(F.linear(x, down_weight), up_weight, up_bias)
             # In place: logsigmoid's backward needs its input, not output.
@@ -100,17 +112,23 @@ class GatedLinearAttention(BaseAttention):
 
     def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token first)."""
+        # One half-precision copy of x under autocast for the three
+        # projections that read it and keep it for backward.
+        x = autocast_input(x)
         q, k, v = self.split_heads(self.qkv(x))
         # The gates and the output norm run in fp32 over N-sized tensors:
         # keep their inputs for backward and recompute the rest (cheap
         # token-wise work beside the scans and the projections).
-        g_fwd, g_bwd = recomputed(self.log_gates, x)
-        o = bidirectional_gla(
+        down, up = self.gate_down, self.gate_up
+        o = bidirectional_gla_gated(
             q,
             k,
             v,
-            g_fwd,
-            g_bwd,
+            self.gates_from,
+            x,
+            down.weight,
+            up.weight,
+            up.bias,
             backend=self.backend,
             chunk_size=self.chunk_size,
         )

@@ -3,12 +3,13 @@
 
 An attention is two Functions: :class:`SegmentStates` (k, v -> the fp32
 states S, z, z_v of every segment of every head) and
-:class:`SegmentOutputs` (q and the states -> o); between them a caller may
-transform the states (MHLA mixes its blocks' states). Each is two launches:
-forward one reduction over token ranges (partial sums added up in fp32) or
-one output launch, backward the matching gradient launch. Saved for
-backward: q, k, v (views of the caller's tensors, no copies) and the small
-fp32 states; the feature maps are recomputed.
+:class:`SegmentOutputs` (q and the states -> o), which may take a function
+of the states to apply first (MHLA mixes its blocks' states). Each is two
+launches: forward one reduction over token ranges (partial sums added up
+in fp32) or one output launch, backward the matching gradient launch.
+Saved for backward: q, k, v (views of the caller's tensors, no copies)
+and the small fp32 states (MHLA's unmixed ones: the mixed ones are
+recomputed); the feature maps are recomputed.
 """
 
 import torch
@@ -16,6 +17,7 @@ import triton
 from torch import Tensor
 
 from ..heads import qkv_gradients
+from ..recompute import leaf_grads, rerun_with_grad
 from ..triton_runtime import interpreting
 from . import kernels
 
@@ -183,27 +185,39 @@ class SegmentStates(torch.autograd.Function):
         return dk, dv, None
 
 
+def given_states(s, z, zv):
+    """The states as they are: the ``states`` of :class:`SegmentOutputs`
+    for states given as tensors."""
+    return s, z, zv
+
+
 class SegmentOutputs(torch.autograd.Function):
-    """q (B, H, N, d_k) and the segments' states -> o (B, H, N, d_v) in the
-    dtype of q, stored (B, N, H, d_v)."""
+    """q (B, H, N, d_k) and the segments' states ``states(*inputs)`` -> o
+    (B, H, N, d_v) in the dtype of q, stored (B, N, H, d_v). Saves q and
+    ``inputs`` and recomputes the states from them in backward (MHLA: its
+    mixed block states from the unmixed ones and the mixing matrix, so
+    only one set is kept)."""
 
     @staticmethod
-    def forward(ctx, q, s, z, zv, launch):
+    def forward(ctx, q, launch, states, *inputs):
         q = _unit_last_stride(q)
-        s, z, zv = (t.contiguous() for t in (s, z, zv))
+        s, z, zv = (t.contiguous() for t in states(*inputs))
         o = _empty_heads(q, launch.DV)
         kernels.output_kernel[(launch.BH, launch.segs * launch.tiles)](
             q, o, s, z, zv, *_strides(q), *_strides(o), *launch.geometry,
             launch.tiles, launch.eps, launch.alpha, **launch.constants,
         )  # fmt: skip
-        ctx.save_for_backward(q, s, z, zv)
-        ctx.launch = launch
+        ctx.save_for_backward(q, *inputs)
+        ctx.launch, ctx.states = launch, states
         return o
 
     @staticmethod
     def backward(ctx, do):
-        q, s, z, zv = ctx.saved_tensors
+        q, *inputs = ctx.saved_tensors
         launch = ctx.launch
+        needs_grad = ctx.needs_input_grad[3:]
+        leaves, states = rerun_with_grad(ctx.states, inputs, needs_grad)
+        s, z, zv = (t.detach().contiguous() for t in states)
         do = _unit_last_stride(do)
         dq = launch.gradient(q, 0)
         ds, dz, dzv = launch.partials(q.device)
@@ -213,7 +227,9 @@ class SegmentOutputs(torch.autograd.Function):
             launch.splits, launch.per_split, launch.eps, launch.alpha,
             **launch.constants,
         )  # fmt: skip
-        return dq, _total(ds), _total(dz), _total(dzv), None
+        d_states = (_total(ds), _total(dz), _total(dzv))
+        d_inputs = leaf_grads(states, d_states, leaves)
+        return dq, None, None, *d_inputs
 
 
 def fused_linear_attention(
@@ -250,7 +266,7 @@ def fused_linear_attention(
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     launch = Launch(q, v, mode, eps, scale)
     s, z, zv = SegmentStates.apply(k, v, launch)
-    return SegmentOutputs.apply(q, s, z, zv, launch)
+    return SegmentOutputs.apply(q, launch, given_states, s, z, zv)
 
 
 def fused_mhla_attention(
@@ -277,8 +293,15 @@ def fused_mhla_attention(
     side = int(round(mixing.shape[0] ** 0.5))
     launch = Launch(q, v, 'mhla', eps, 1.0, blocks=(*hw_shape, side))
     s, z, zv = SegmentStates.apply(k, v, launch)
-    with torch.autocast(q.device.type, enabled=False):
+    return SegmentOutputs.apply(q, launch, mixed_states, s, z, zv, mixing)
+
+
+def mixed_states(s, z, zv, mixing):
+    """MHLA's block states mixed across blocks by ``mixing`` W (M, M) in
+    fp32: ``S'_i = sum_b W[i, b] S_b`` (the same for z; z_v, which MHLA
+    does not use, as it is). s (B*H, M, BK, BV), z (B*H, M, BK)."""
+    with torch.autocast(s.device.type, enabled=False):
         w = mixing.float()
         s = torch.einsum('ij,xjab->xiab', w, s)
         z = torch.einsum('ij,xja->xia', w, z)
-    return SegmentOutputs.apply(q, s, z, zv, launch)
+    return s, z, zv

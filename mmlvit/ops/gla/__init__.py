@@ -32,13 +32,15 @@ Modules, as fla's ``ops/gla``:
   their autograd Function.
 - ``fla_backend``: the same operator by fla's Triton ``chunk_gla``.
 - ``dispatch``: ``bidirectional_gla``, which checks the backend and picks
-  one.
+  one, and ``bidirectional_gla_gated``, the same with gates recomputed in
+  backward.
 """
 
 from .chunk import gla_chunked
 from .dispatch import (
     BACKENDS,
     bidirectional_gla,
+    bidirectional_gla_gated,
     check_backend,
     resolve_backend,
 )
@@ -47,6 +49,7 @@ from .naive import bidirectional_gla_map, gla_recurrent
 __all__ = [
     'BACKENDS',
     'bidirectional_gla',
+    'bidirectional_gla_gated',
     'bidirectional_gla_map',
     'check_backend',
     'gla_chunked',

@@ -1,16 +1,23 @@
 """The public bidirectional GLA op: argument checks and the choice between
 the PyTorch, the fused Triton and the fla backend."""
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
+from ..recompute import recomputed
 from ..tracing import exporting
-from ..triton_runtime import triton_importable
+from ..triton_runtime import interpreting, triton_importable
 from .arguments import check_shapes, default_scale
 from .chunk import bidirectional_gla_chunked
 from .fla_backend import bidirectional_fla
 from .traceable import bidirectional_gla_traceable
-from .triton_backend import bidirectional_triton, unsupported_reason
+from .triton_backend import (
+    bidirectional_triton,
+    bidirectional_triton_gated,
+    unsupported_reason,
+)
 
 BACKENDS = ('auto', 'torch', 'triton', 'fla')
 CUDA_BACKENDS = ('triton', 'fla')
@@ -32,12 +39,14 @@ def resolve_backend(
     inputs are ``supported`` by its kernels, else 'torch'.
 
     Raises a ValueError for an unknown name and a RuntimeError for 'triton'
-    or 'fla' off CUDA."""
+    (unless Triton's interpreter runs) or 'fla' off CUDA."""
     check_backend(backend)
     if backend == 'auto':
         use_triton = device.type == 'cuda' and supported
         return 'triton' if use_triton and triton_importable() else 'torch'
-    if backend in CUDA_BACKENDS and device.type != 'cuda':
+    # Triton's interpreter runs our kernels (not fla's) on CPU tensors.
+    interpreted = backend == 'triton' and interpreting()
+    if backend in CUDA_BACKENDS and device.type != 'cuda' and not interpreted:
         raise RuntimeError(
             f'backend={backend!r} runs Triton kernels, which need CUDA '
             f"tensors; got tensors on {device}. Use backend='torch' (or "
@@ -97,3 +106,46 @@ def bidirectional_gla(
     if chosen == 'fla':
         return bidirectional_fla(q, k, v, g_fwd, g_bwd, scale)
     return bidirectional_gla_chunked(q, k, v, g_fwd, g_bwd, scale, chunk_size)
+
+
+def bidirectional_gla_gated(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    gates: Callable[..., tuple[Tensor, Tensor]],
+    *gate_inputs: Tensor,
+    scale: float | None = None,
+    backend: str = 'auto',
+    chunk_size: int = 64,
+) -> Tensor:
+    """:func:`bidirectional_gla` with log-gates ``gates(*gate_inputs)`` ->
+    (g_fwd, g_bwd) that are recomputed in backward instead of kept: two
+    fp32 (B, H, T, d_k) tensors per call that a model computing its gates
+    from its tokens and a few weights need not hold for backward. The fused
+    kernels' autograd Function recomputes them itself; the other backends
+    run ``gates`` under activation checkpointing
+    (:func:`~mmlvit.ops.recompute.recomputed`), which keeps only its inputs
+    but hands the gates to a scan that saves them.
+
+    Args:
+        q, k (Tensor): (B, H, T, d_k).
+        v (Tensor): (B, H, T, d_v).
+        gates (Callable): A deterministic function of ``gate_inputs`` giving
+            the forward and backward log-gates <= 0, each (B, H, T, d_k) in
+            token order.
+        *gate_inputs (Tensor): Its tensors.
+        scale, backend, chunk_size: As for :func:`bidirectional_gla`.
+
+    Returns:
+        Tensor: (B, H, T, d_v) in the dtype of ``v``.
+    """
+    if exporting():
+        return bidirectional_gla(q, k, v, *gates(*gate_inputs), scale=scale)
+    supported = unsupported_reason(q, v) is None
+    if resolve_backend(backend, q.device, supported) == 'triton':
+        scale = default_scale(q, scale)
+        return bidirectional_triton_gated(q, k, v, scale, gates, *gate_inputs)
+    g_fwd, g_bwd = recomputed(gates, *gate_inputs)
+    return bidirectional_gla(
+        q, k, v, g_fwd, g_bwd, scale, backend=backend, chunk_size=chunk_size
+    )

@@ -6,18 +6,22 @@ Forward: one launch scans the chunk states of both directions
 outputs (``bigla_fwd_kernel``, grid (V / 64, T / 64, B H)). Backward: the
 states and their gradients are rescanned, one launch writes dq, dk, dv and
 the per-token gate gradients (``bigla_bwd_kernel``, grid (T / 64, B H)),
-one sums those over the sequence. Only q, k, v and the gates are saved;
-the per-chunk states, (2, B, H, T / 64, d_k, d_v) fp32, live during one
-pass. Fixed launch configurations, no autotuning.
+one sums those over the sequence. Only q, k, v and the gates' inputs are
+saved (the gates are recomputed from them); the per-chunk states, (2, B,
+H, T / 64, d_k, d_v) fp32, live during one pass. Fixed launch
+configurations, no autotuning.
 """
 
 import functools
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from ..heads import qkv_gradients
+from ..recompute import leaf_grads, rerun_with_grad
 from ..triton_runtime import interpreting
+from .arguments import check_shapes
 
 # Tokens per chunk and per sub-block (the diagonal blocks of exact decays).
 CHUNK = 64
@@ -147,39 +151,64 @@ def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
     return dq, dk, dv, dg[0], dg[1]
 
 
+def given_gates(g_fwd, g_bwd):
+    """The log-gates as they are: the ``gates`` of
+    :class:`BidirectionalGLATriton` for gates given as tensors."""
+    return g_fwd, g_bwd
+
+
 class BidirectionalGLATriton(torch.autograd.Function):
-    """:func:`forward` and :func:`backward` as an autograd Function; saves
-    only its inputs."""
+    """:func:`forward` and :func:`backward` as an autograd Function whose
+    log-gates are ``gates(*gate_inputs)`` -> (g_fwd, g_bwd), each (B, H, T,
+    d_k). It saves q, k, v and the gate inputs and recomputes the gates in
+    backward: the two fp32 (B, H, T, d_k) gate tensors are not kept when
+    ``gates`` derives them from smaller inputs (the GLA module's tokens and
+    low-rank gate weights); with :func:`given_gates` the inputs are the
+    gates themselves."""
 
     @staticmethod
-    def forward(ctx, q, k, v, g_fwd, g_bwd, scale):
-        ctx.save_for_backward(q, k, v, g_fwd, g_bwd)
-        ctx.scale = scale
-        return forward(q, k, v, g_fwd, g_bwd, scale)
+    def forward(ctx, q, k, v, scale, gates, *gate_inputs):
+        g_fwd, g_bwd = gates(*gate_inputs)
+        check_shapes(q, k, v, g_fwd, g_bwd)
+        ctx.save_for_backward(q, k, v, *gate_inputs)
+        ctx.scale, ctx.gates = scale, gates
+        return forward(q, k, v, g_fwd.float(), g_bwd.float(), scale)
 
     @staticmethod
     def backward(ctx, d_o):
-        q, k, v, g_fwd, g_bwd = ctx.saved_tensors
-        dq, dk, dv, dg_fwd, dg_bwd = backward(
-            d_o, q, k, v, g_fwd, g_bwd, ctx.scale
+        q, k, v, *gate_inputs = ctx.saved_tensors
+        needs_grad = ctx.needs_input_grad[5:]
+        leaves, gates = rerun_with_grad(ctx.gates, gate_inputs, needs_grad)
+        dq, dk, dv, *d_gates = backward(
+            d_o, q, k, v, *(g.detach().float() for g in gates), ctx.scale
         )
-        return dq, dk, dv, dg_fwd.to(g_fwd.dtype), dg_bwd.to(g_bwd.dtype), None
+        d_inputs = leaf_grads(gates, d_gates, leaves)
+        return dq, dk, dv, None, None, *d_inputs
 
 
-def bidirectional_triton(
-    q: Tensor, k: Tensor, v: Tensor, g_fwd: Tensor, g_bwd: Tensor, scale: float
+def bidirectional_triton_gated(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    scale: float,
+    gates: Callable[..., tuple[Tensor, Tensor]],
+    *gate_inputs: Tensor,
 ) -> Tensor:
-    """``(o^f + flip(o^b)) / 2`` by the fused kernels (the triton backend
-    of ``bidirectional_gla``, which checks the shapes and resolves
-    ``scale``). q, k, v keep their (autocast) dtype, one common one if they
-    differ; the log-gates go in as fp32. No copies of contiguous or strided
-    (B, H, T, d) views.
+    """``(o^f + flip(o^b)) / 2`` by the fused kernels, with log-gates
+    ``gates(*gate_inputs)`` recomputed in backward, not kept (see
+    :class:`BidirectionalGLATriton`). q, k, v keep their (autocast) dtype,
+    one common one if they differ; the log-gates go in as fp32. No copies of
+    contiguous or strided (B, H, T, d) views.
 
     Args:
         q, k (Tensor): (B, H, T, d_k).
         v (Tensor): (B, H, T, d_v).
-        g_fwd, g_bwd (Tensor): Log-gates <= 0, (B, H, T, d_k), token order.
         scale (float): Query scale.
+        gates (Callable): Deterministic function of ``gate_inputs`` giving
+            the log-gates <= 0 (g_fwd, g_bwd), each (B, H, T, d_k) in token
+            order.
+        *gate_inputs (Tensor): Its tensors (those that need gradients get
+            them).
 
     Returns:
         Tensor: (B, H, T, d_v) in the dtype of ``v`` (laid out (B, T, H,
@@ -190,6 +219,16 @@ def bidirectional_triton(
         raise ValueError(f"backend='triton' supports {reason}.")
     dtype = functools.reduce(torch.promote_types, (q.dtype, k.dtype, v.dtype))
     q, k, w = (t.to(dtype) for t in (q, k, v))
-    g_fwd, g_bwd = g_fwd.float(), g_bwd.float()
-    o = BidirectionalGLATriton.apply(q, k, w, g_fwd, g_bwd, scale / 2)
+    o = BidirectionalGLATriton.apply(q, k, w, scale / 2, gates, *gate_inputs)
     return o.to(v.dtype)
+
+
+def bidirectional_triton(
+    q: Tensor, k: Tensor, v: Tensor, g_fwd: Tensor, g_bwd: Tensor, scale: float
+) -> Tensor:
+    """:func:`bidirectional_triton_gated` with the log-gates g_fwd, g_bwd
+    (B, H, T, d_k) given (the triton backend of ``bidirectional_gla``, which
+    checks the shapes and resolves ``scale``)."""
+    return bidirectional_triton_gated(
+        q, k, v, scale, given_gates, g_fwd, g_bwd
+    )
