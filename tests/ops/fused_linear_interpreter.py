@@ -101,11 +101,11 @@ def check(
             side**2, side**2, generator=g
         )
         extra = dict(mixing=mixing.requires_grad_(), hw_shape=grid)
-    saved = []
-    w = max(16, 1 << (d - 1).bit_length())
+    kept = []  # what backward keeps besides views of x (q, k, v)
 
     def pack(t):
-        saved.append(list(t.shape))
+        if t.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
+            kept.append(list(t.shape))
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -138,9 +138,8 @@ def check(
         out=relative(out, ref),
         qkv_grad_shared=shared,
         grads={n: relative(grads[n], grads_ref[n]) for n in grads},
-        # (B*H, segments, w, w) states kept for backward (w: d padded to
-        # a power of two, at least 16).
-        saved_states=saved.count([B * H, side**2 if grid else 1, w, w]),
+        side=side if grid else None,
+        kept_besides_qkv=kept,
     )
 
 

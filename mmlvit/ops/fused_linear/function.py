@@ -3,13 +3,13 @@
 
 An attention is two Functions: :class:`SegmentStates` (k, v -> the fp32
 states S, z, z_v of every segment of every head) and
-:class:`SegmentOutputs` (q and the states -> o), which may take a function
-of the states to apply first (MHLA mixes its blocks' states). Each is two
+:class:`SegmentOutputs` (q and a function giving the states, which calls
+SegmentStates and, for MHLA, mixes its blocks' states -> o). Each is two
 launches: forward one reduction over token ranges (partial sums added up
 in fp32) or one output launch, backward the matching gradient launch.
-Saved for backward: q, k, v (views of the caller's tensors, no copies)
-and the small fp32 states (MHLA's unmixed ones: the mixed ones are
-recomputed); the feature maps are recomputed.
+Saved for backward: q, k, v (views of the caller's tensors, no copies);
+the states (one more reduction in backward) and the feature maps are
+recomputed.
 """
 
 import torch
@@ -185,18 +185,14 @@ class SegmentStates(torch.autograd.Function):
         return dk, dv, None
 
 
-def given_states(s, z, zv):
-    """The states as they are: the ``states`` of :class:`SegmentOutputs`
-    for states given as tensors."""
-    return s, z, zv
-
-
 class SegmentOutputs(torch.autograd.Function):
     """q (B, H, N, d_k) and the segments' states ``states(*inputs)`` -> o
-    (B, H, N, d_v) in the dtype of q, stored (B, N, H, d_v). Saves q and
-    ``inputs`` and recomputes the states from them in backward (MHLA: its
-    mixed block states from the unmixed ones and the mixing matrix, so
-    only one set is kept)."""
+    (B, H, N, d_v) in the dtype of q, stored (B, N, H, d_v). ``states``
+    computes them from k and v by :class:`SegmentStates` (then MHLA mixes
+    its blocks'). Saves q and ``inputs`` (k, v: views of the caller's
+    projection, no copies) and recomputes the states in backward: one more
+    reduction over the keys, and no fp32 (B*H, segments, d_k, d_v) states
+    kept per call."""
 
     @staticmethod
     def forward(ctx, q, launch, states, *inputs):
@@ -265,8 +261,11 @@ def fused_linear_attention(
         )
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     launch = Launch(q, v, mode, eps, scale)
-    s, z, zv = SegmentStates.apply(k, v, launch)
-    return SegmentOutputs.apply(q, launch, given_states, s, z, zv)
+
+    def states(k, v):
+        return SegmentStates.apply(k, v, launch)
+
+    return SegmentOutputs.apply(q, launch, states, k, v)
 
 
 def fused_mhla_attention(
@@ -292,8 +291,11 @@ def fused_mhla_attention(
     """
     side = int(round(mixing.shape[0] ** 0.5))
     launch = Launch(q, v, 'mhla', eps, 1.0, blocks=(*hw_shape, side))
-    s, z, zv = SegmentStates.apply(k, v, launch)
-    return SegmentOutputs.apply(q, launch, mixed_states, s, z, zv, mixing)
+
+    def states(k, v, mixing):
+        return mixed_states(*SegmentStates.apply(k, v, launch), mixing)
+
+    return SegmentOutputs.apply(q, launch, states, k, v, mixing)
 
 
 def mixed_states(s, z, zv, mixing):
