@@ -116,9 +116,9 @@ class GatedLinearAttention(BaseAttention):
         # projections that read it and keep it for backward.
         x = autocast_input(x)
         q, k, v = self.split_heads(self.qkv(x))
-        # The gates and the output norm run in fp32 over N-sized tensors:
-        # keep their inputs for backward and recompute the rest (cheap
-        # token-wise work beside the scans and the projections).
+        # The gates and the output gate run in fp32 over N-sized tensors:
+        # keep their inputs for backward and recompute the rest (token-wise
+        # work and one C x C product, cheap beside the scans).
         down, up = self.gate_down, self.gate_up
         o = bidirectional_gla_gated(
             q,
@@ -132,12 +132,14 @@ class GatedLinearAttention(BaseAttention):
             backend=self.backend,
             chunk_size=self.chunk_size,
         )
-        y = recomputed(self.gated_norm, o, self.g_proj(x))
+        y = recomputed(self.gated_norm, o, x)
         return self.output(y.to(x.dtype))
 
-    def gated_norm(self, o: Tensor, gate: Tensor) -> Tensor:
-        """``merge_heads(g_norm(o)) * silu(gate)`` in at least fp32 with
-        autocast off: o (B, h, N, d), gate (B, N, C) -> (B, N, C)."""
+    def gated_norm(self, o: Tensor, x: Tensor) -> Tensor:
+        """``merge_heads(g_norm(o)) * silu(g_proj(x))``, the norm and the
+        gate in at least fp32 with autocast off: o (B, h, N, d), x (B, N, C)
+        -> (B, N, C)."""
+        gate = self.g_proj(x)
         with fp32_scope(o, self.g_norm.weight, gate) as (o, weight, gate):
             o = F.rms_norm(o, (self.head_dims,), weight, self.g_norm.eps)
             return self.merge_heads(o) * F.silu(gate)
