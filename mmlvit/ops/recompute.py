@@ -8,11 +8,12 @@ intermediate for backward, several times the memory of its inputs.
 (activation checkpointing of one op): the extra cost is one forward of the
 op, small beside the projections around it.
 
-An autograd Function whose inputs are computed by a cheap function of
-smaller tensors (GLA's gates from the tokens and two low-rank weights,
-MHLA's mixed block states from the unmixed ones) can take that function
-and its tensors instead, save those and recompute in backward:
-:func:`rerun_with_grad` and :func:`leaf_grads` are its two steps.
+An autograd Function whose inputs another function computes from tensors
+that are kept anyway or are small (GLA's gates from the tokens and two
+low-rank weights, the fused linear attentions' states from k and v) can
+take that function and its tensors instead, save those and recompute in
+backward: :func:`rerun_with_grad` and :func:`leaf_grads` are its two
+steps.
 """
 
 from collections.abc import Callable, Sequence
