@@ -36,13 +36,17 @@ def block_operators(name, depth):
     return [operator] * (depth - k) + ['SoftmaxAttention'] * k
 
 
-def build_model(name, arch, img_size):
+def build_model(name, arch, img_size, num_layers=None, attn_options=None):
     """The softmax reference (``softmax``), timm's ViT of the same shape
     (``timm``, patch 16), a linear ViT with operator ``name``, or a hybrid
-    ``OPERATOR+Ksoftmax`` whose last K blocks keep softmax attention."""
+    ``OPERATOR+Ksoftmax`` whose last K blocks keep softmax attention.
+
+    ``num_layers`` overrides the arch's block count; ``attn_options`` (e.g.
+    ``dict(backend='triton')``) go to every linear block's operator."""
+    zoo = dict(VisionTransformer.arch_zoo[arch])
+    zoo['num_layers'] = num_layers or zoo['num_layers']
     if name == SOFTMAX:
-        return VisionTransformer(arch=arch, img_size=img_size)
-    zoo = VisionTransformer.arch_zoo[arch]
+        return VisionTransformer(arch=zoo, img_size=img_size)
     if name == TIMM:
         return timm_vit_class()(
             img_size=img_size,
@@ -53,14 +57,18 @@ def build_model(name, arch, img_size):
             mlp_ratio=zoo['feedforward_channels'] / zoo['embed_dims'],
             num_classes=0,
         )
+    operator = name.partition('+')[0]
+
+    def cfg(op):
+        options = (attn_options or {}) if op == operator else {}
+        return dict(type=op, **options)
+
     ops = block_operators(name, zoo['num_layers'])
-    attn_cfg = (
-        [dict(type=op) for op in ops] if '+' in name else dict(type=ops[0])
-    )
+    attn_cfg = [cfg(op) for op in ops] if '+' in name else cfg(ops[0])
     # Patch-tokens-only operators get their own token layout (no class
     # token, average pooling, sin-cos positions) from the backbone.
     return LinearVisionTransformer(
-        arch=arch, img_size=img_size, attn_cfg=attn_cfg
+        arch=zoo, img_size=img_size, attn_cfg=attn_cfg
     )
 
 

@@ -34,11 +34,9 @@ from mmpretrain.models import VisionTransformer  # noqa: E402
 import mmlvit  # noqa: E402, F401
 from mmlvit import benchmark as core  # noqa: E402
 from mmlvit.benchmark import tensor_memory  # noqa: E402
+from mmlvit.benchmark.vit_models import SOFTMAX, build_model  # noqa: E402
 from mmlvit.models.attentions import registered_operators  # noqa: E402
-from mmlvit.models.backbones import LinearVisionTransformer  # noqa: E402
 from mmlvit.ops.triton_runtime import interpreting  # noqa: E402
-
-SOFTMAX = 'softmax'
 
 
 def parse_args(argv=None):
@@ -87,18 +85,8 @@ def kernel_options(operator):
 def builder(name, arch, size):
     """``blocks -> model``: the softmax ViT or a linear ViT of ``name`` with
     ``blocks`` blocks of ``arch``'s shape."""
-    shape = dict(VisionTransformer.arch_zoo[arch])
-
-    def build(blocks):
-        layers = dict(shape, num_layers=blocks)
-        if name == SOFTMAX:
-            return VisionTransformer(arch=layers, img_size=size)
-        attn_cfg = dict(type=name, **kernel_options(name))
-        return LinearVisionTransformer(
-            arch=layers, img_size=size, attn_cfg=attn_cfg
-        )
-
-    return build
+    options = kernel_options(name) if name != SOFTMAX else None
+    return lambda blocks: build_model(name, arch, size, blocks, options)
 
 
 def measure(args):

@@ -162,15 +162,18 @@ class ConversionStagesHook(Hook):
         self._adapters = [n for n in self._params if ADAPTER_MARK in n]
         for number, stage in enumerate(self.stages, 1):
             self._check_stage(number, stage)
-        adapters = self._adapters
-        if adapters and any(isinstance(h, EMAHook) for h in runner.hooks):
+        if self._adapters and any(
+            isinstance(h, EMAHook) for h in runner.hooks
+        ):
             raise ValueError(
                 'ConversionStagesHook: EMAHook cannot average a student with '
                 'adapters (checkpoints merge them into plain weights): '
                 'drop EMAHook or model.adapters.'
             )
-        if adapters and not any(
-            stage.trains(name) for stage in self.stages for name in adapters
+        if self._adapters and not any(
+            stage.trains(name)
+            for stage in self.stages
+            for name in self._adapters
         ):
             raise ValueError(
                 'ConversionStagesHook: the student has adapters '
@@ -248,9 +251,8 @@ class ConversionStagesHook(Hook):
                     f"dict(type='{name}', loss_weight=0.0) to "
                     'model.distill_losses.'
                 )
-        adapters = self._adapters
         for fragment in stage.trainable or ():
-            if ADAPTER_MARK in fragment and not adapters:
+            if ADAPTER_MARK in fragment and not self._adapters:
                 raise ValueError(
                     f"{where}: '{fragment}' names adapters but the student "
                     'has none: set model.adapters, e.g. dict(rank=4).'
@@ -261,7 +263,7 @@ class ConversionStagesHook(Hook):
                     'parameter name'
                     + (
                         " (adapters train only when a fragment holds 'lora_')."
-                        if any(fragment in name for name in adapters)
+                        if any(fragment in name for name in self._adapters)
                         else '.'
                     )
                 )
