@@ -13,7 +13,9 @@ that are kept anyway or are small (GLA's gates from the tokens and two
 low-rank weights, the fused linear attentions' states from k and v) can
 take that function and its tensors instead, save those and recompute in
 backward: :func:`rerun_with_grad` and :func:`leaf_grads` are its two
-steps.
+steps. :class:`OutputsOfStates` is that Function for kernels whose output
+reads the queries and small per-head states computed from the keys and
+values (the fused linear attentions, TTT's stepped inner weights).
 """
 
 from collections.abc import Callable, Sequence
@@ -76,3 +78,30 @@ def leaf_grads(
         torch.autograd.grad(outputs, wanted, d_outputs, allow_unused=True)
     )
     return [next(found) if t.requires_grad else None for t in leaves]
+
+
+class OutputsOfStates(torch.autograd.Function):
+    """``o = launch.output(q, states(*inputs))``, with the states
+    recomputed in backward: saves q and ``inputs`` only.
+
+    ``launch`` is one call's kernel launcher: ``output(q, states)`` gives
+    o; ``query_grads(q, do, states)`` gives dq and the gradients of the
+    states (detached and contiguous when the launcher gets them), which
+    flow to ``inputs`` through the rerun ``states``.
+    """
+
+    @staticmethod
+    def forward(ctx, q, launch, states, *inputs):
+        o = launch.output(q, [t.contiguous() for t in states(*inputs)])
+        ctx.save_for_backward(q, *inputs)
+        ctx.launch, ctx.states = launch, states
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, *inputs = ctx.saved_tensors
+        needs_grad = ctx.needs_input_grad[3:]
+        leaves, states = rerun_with_grad(ctx.states, inputs, needs_grad)
+        detached = [t.detach().contiguous() for t in states]
+        dq, d_states = ctx.launch.query_grads(q, do, detached)
+        return dq, None, None, *leaf_grads(states, d_states, leaves)

@@ -5,7 +5,7 @@ import torch.nn as nn
 from mmpretrain.registry import MODELS
 from torch import Tensor
 
-from mmlvit.ops.recompute import recomputed
+from mmlvit.ops.fused_linear import check_backend
 from mmlvit.ops.ttt import ttt_dwconv, ttt_swiglu
 
 from .base import BaseAttention
@@ -24,14 +24,23 @@ class TTTAttention(BaseAttention):
     softmax ViT); ``proj`` maps the C + d concatenated outputs back to C.
     Patch tokens only (``LinearVisionTransformer`` then builds no class
     token). The output is not linear in the values, so there is no attention
-    map. Arguments as :class:`BaseAttention` (d = C / h).
+    map.
+
+    Args:
+        backend (str): The SwiGLU head's path: ``'auto'`` (fused Triton
+            kernels on CUDA, PyTorch elsewhere), ``'triton'`` or
+            ``'torch'``, see :func:`mmlvit.ops.ttt_swiglu`. Defaults to
+            'auto'.
+        **kwargs: :class:`BaseAttention`'s arguments (d = C / h).
     """
 
     short_name = 'ttt'
     patch_tokens_only = True
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, backend='auto', **kwargs):
+        check_backend(backend)
         super().__init__(*args, **kwargs)
+        self.backend = backend
         d, num_heads = self.head_dims, self.num_heads
         self.w1 = nn.Parameter(torch.empty(1, num_heads, d, d))
         self.w2 = nn.Parameter(torch.empty(1, num_heads, d, d))
@@ -67,10 +76,10 @@ class TTTAttention(BaseAttention):
         q1, k1, v1 = self.split_heads(qkv)
         q2, k2, v2 = qkv[..., 3 * C :].reshape(B, N, 3, d).permute(2, 0, 3, 1)
         q2, k2, v2 = (t.reshape(B, d, *hw_shape) for t in (q2, k2, v2))
-        # Both inner models run in fp32 over N-sized intermediates: keep
-        # only their inputs for backward and recompute the rest.
-        swiglu_out = recomputed(ttt_swiglu, q1, k1, v1, self.w1, self.w2)
-        conv_out = recomputed(ttt_dwconv, q2, k2, v2, self.w3)
+        swiglu_out = ttt_swiglu(
+            q1, k1, v1, self.w1, self.w2, backend=self.backend
+        )
+        conv_out = ttt_dwconv(q2, k2, v2, self.w3)
         swiglu_out = self.merge_heads(swiglu_out)
         conv_out = conv_out.flatten(2).transpose(1, 2)
         return self.output(torch.cat([swiglu_out, conv_out], dim=-1))

@@ -3,10 +3,11 @@
 
 An attention is two Functions: :class:`SegmentStates` (k, v -> the fp32
 states S, z, z_v of every segment of every head) and
-:class:`SegmentOutputs` (q and a function giving the states, which calls
-SegmentStates and, for MHLA, mixes its blocks' states -> o). Each is two
-launches: forward one reduction over token ranges (partial sums added up
-in fp32) or one output launch, backward the matching gradient launch.
+:class:`~mmlvit.ops.recompute.OutputsOfStates` (q and a function giving
+the states, which calls SegmentStates and, for MHLA, mixes its blocks'
+states -> o; :class:`Launch` runs its kernels). Each is two launches:
+forward one reduction over token ranges (partial sums added up in fp32)
+or one output launch, backward the matching gradient launch.
 Saved for backward: q, k, v (views of the caller's tensors, no copies);
 the states (one more reduction in backward) and the feature maps are
 recomputed.
@@ -17,7 +18,7 @@ import triton
 from torch import Tensor
 
 from ..heads import qkv_gradients
-from ..recompute import leaf_grads, rerun_with_grad
+from ..recompute import OutputsOfStates
 from ..triton_runtime import interpreting
 from . import kernels
 
@@ -145,6 +146,32 @@ class Launch:
             self.grads = None
         return grads[slot]
 
+    def output(self, q, states):
+        """o (B, H, N, d_v) in q's dtype, stored (B, N, H, d_v), from q
+        and the segments' states (S, z, z_v)."""
+        s, z, zv = states
+        q = _unit_last_stride(q)
+        o = _empty_heads(q, self.DV)
+        kernels.output_kernel[(self.BH, self.segs * self.tiles)](
+            q, o, s, z, zv, *_strides(q), *_strides(o), *self.geometry,
+            self.tiles, self.eps, self.alpha, **self.constants,
+        )  # fmt: skip
+        return o
+
+    def query_grads(self, q, do, states):
+        """dq and the gradients of the states (S, z, z_v)."""
+        s, z, zv = states
+        q, do = _unit_last_stride(q), _unit_last_stride(do)
+        dq = self.gradient(q, 0)
+        ds, dz, dzv = self.partials(q.device)
+        kernels.query_grad_kernel[(self.BH, self.segs * self.splits)](
+            q, do, dq, s, z, zv, ds, dz, dzv,
+            *_strides(q), *_strides(do), *_strides(dq), *self.geometry,
+            self.splits, self.per_split, self.eps, self.alpha,
+            **self.constants,
+        )  # fmt: skip
+        return dq, (_total(ds), _total(dz), _total(dzv))
+
     def partials(self, device):
         """fp32 buffers for per-split S, z, z_v: (B*H, SEGS, splits, ...)."""
         shape = (self.BH, self.segs, self.splits)
@@ -185,49 +212,6 @@ class SegmentStates(torch.autograd.Function):
         return dk, dv, None
 
 
-class SegmentOutputs(torch.autograd.Function):
-    """q (B, H, N, d_k) and the segments' states ``states(*inputs)`` -> o
-    (B, H, N, d_v) in the dtype of q, stored (B, N, H, d_v). ``states``
-    computes them from k and v by :class:`SegmentStates` (then MHLA mixes
-    its blocks'). Saves q and ``inputs`` (k, v: views of the caller's
-    projection, no copies) and recomputes the states in backward: one more
-    reduction over the keys, and no fp32 (B*H, segments, d_k, d_v) states
-    kept per call."""
-
-    @staticmethod
-    def forward(ctx, q, launch, states, *inputs):
-        q = _unit_last_stride(q)
-        s, z, zv = (t.contiguous() for t in states(*inputs))
-        o = _empty_heads(q, launch.DV)
-        kernels.output_kernel[(launch.BH, launch.segs * launch.tiles)](
-            q, o, s, z, zv, *_strides(q), *_strides(o), *launch.geometry,
-            launch.tiles, launch.eps, launch.alpha, **launch.constants,
-        )  # fmt: skip
-        ctx.save_for_backward(q, *inputs)
-        ctx.launch, ctx.states = launch, states
-        return o
-
-    @staticmethod
-    def backward(ctx, do):
-        q, *inputs = ctx.saved_tensors
-        launch = ctx.launch
-        needs_grad = ctx.needs_input_grad[3:]
-        leaves, states = rerun_with_grad(ctx.states, inputs, needs_grad)
-        s, z, zv = (t.detach().contiguous() for t in states)
-        do = _unit_last_stride(do)
-        dq = launch.gradient(q, 0)
-        ds, dz, dzv = launch.partials(q.device)
-        kernels.query_grad_kernel[(launch.BH, launch.segs * launch.splits)](
-            q, do, dq, s, z, zv, ds, dz, dzv,
-            *_strides(q), *_strides(do), *_strides(dq), *launch.geometry,
-            launch.splits, launch.per_split, launch.eps, launch.alpha,
-            **launch.constants,
-        )  # fmt: skip
-        d_states = (_total(ds), _total(dz), _total(dzv))
-        d_inputs = leaf_grads(states, d_states, leaves)
-        return dq, None, None, *d_inputs
-
-
 def fused_linear_attention(
     q: Tensor,
     k: Tensor,
@@ -265,7 +249,7 @@ def fused_linear_attention(
     def states(k, v):
         return SegmentStates.apply(k, v, launch)
 
-    return SegmentOutputs.apply(q, launch, states, k, v)
+    return OutputsOfStates.apply(q, launch, states, k, v)
 
 
 def fused_mhla_attention(
@@ -295,7 +279,7 @@ def fused_mhla_attention(
     def states(k, v, mixing):
         return mixed_states(*SegmentStates.apply(k, v, launch), mixing)
 
-    return SegmentOutputs.apply(q, launch, states, k, v, mixing)
+    return OutputsOfStates.apply(q, launch, states, k, v, mixing)
 
 
 def mixed_states(s, z, zv, mixing):

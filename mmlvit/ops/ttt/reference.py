@@ -1,4 +1,5 @@
-"""Test-time-training inner models of the ViT^3 block (Han et al. 2026).
+"""Test-time-training inner models of the ViT^3 block (Han et al. 2026),
+in PyTorch: the reference and the CPU path.
 
 Each image fits two inner models to its own key-value pairs with one
 closed-form gradient step from the learned weights, then applies them to its
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .precision import fp32_accumulation
+from ..precision import fp32_accumulation
 
 TTT_INNER_SCALE = 9**-0.5
 
@@ -92,12 +93,13 @@ def dwconv_inner_grad(
     return torch.stack(taps, dim=-1).reshape(B, d, 3, 3)
 
 
-def _normalised(grad, dim):
+def normalised(grad, dim):
+    """The clipped step ``G / (||G|| + 1)``, the norm over ``dim``."""
     return grad / (grad.norm(dim=dim, keepdim=True) + 1)
 
 
 @fp32_accumulation(result_dtype_of='q')
-def ttt_swiglu(
+def ttt_swiglu_reference(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -120,14 +122,14 @@ def ttt_swiglu(
     """
     q, k, v = (t.contiguous() for t in (q, k, v))
     g1, g2 = swiglu_inner_grads(k, v, w1, w2, scale)
-    w1 = w1 - _normalised(g1, dim=-2)
-    w2 = w2 - _normalised(g2, dim=-2)
+    w1 = w1 - normalised(g1, dim=-2)
+    w2 = w2 - normalised(g2, dim=-2)
     z1, z2 = _swiglu_inputs(q, w1, w2)
     return z1 * F.silu(z2)
 
 
 @fp32_accumulation(result_dtype_of='q')
-def ttt_dwconv(
+def ttt_dwconv_reference(
     q: Tensor, k: Tensor, v: Tensor, w3: Tensor, scale: float = TTT_INNER_SCALE
 ) -> Tensor:
     """Depthwise 3x3 conv inner model: one step on (k, v), applied to q.
@@ -145,7 +147,7 @@ def ttt_dwconv(
     """
     d = q.shape[1]
     grad = dwconv_inner_grad(k, v, scale)
-    w3 = w3.reshape(1, d, 3, 3) - _normalised(grad, dim=(-2, -1))
+    w3 = w3.reshape(1, d, 3, 3) - normalised(grad, dim=(-2, -1))
     return _dwconv3x3(q, w3)
 
 

@@ -1,0 +1,163 @@
+"""TTT's SwiGLU inner model as autograd Functions (launch code for
+:mod:`.kernels`).
+
+Two Functions: :class:`StepSums` (k, v, W1, W2 -> the inner gradients'
+raw sums R1, R2, fp32 (B, H, d, d)) and
+:class:`~mmlvit.ops.recompute.OutputsOfStates` (q and a function giving
+the stepped weights W1', W2', which calls StepSums and takes the
+norm-clipped step in PyTorch -> o; :class:`SwiGLULaunch` runs its
+kernels). Forward is one reduction
+over token ranges (partial sums added up in fp32) and one output launch;
+backward one reduction for dq and dW', the step's backward in PyTorch on
+d x d matrices, and one reduction for dk, dv and dW. Saved for backward:
+q, k, v (views of the caller's tensors, no copies) and the learned
+weights; the sums and the stepped weights are recomputed (one more
+reduction in backward), the N-sized intermediates never leave registers.
+"""
+
+import torch
+from torch import Tensor
+
+from ..fused_linear.function import (
+    Launch,
+    _empty_heads,
+    _strides,
+    _unit_last_stride,
+)
+from ..recompute import OutputsOfStates
+from . import kernels
+from .reference import normalised
+
+# Each program holds several fp32 d x d matrices (W1, W2 and two sums or
+# gradients): twice the fused linear attentions' warps spread them.
+NUM_WARPS = 8
+
+
+def _constants(launch, **extra):
+    return dict(
+        PRECISION=launch.constants['PRECISION'],
+        BLOCK_N=launch.constants['BLOCK_N'],
+        BLOCK_D=launch.BK,
+        num_warps=NUM_WARPS,
+        **extra,
+    )
+
+
+def _sizes(launch):
+    """The kernels' H, D, N."""
+    return launch.H, launch.DK, launch.N
+
+
+def _partials(launch, device):
+    """Two fp32 (B*H, splits, d, d) buffers of per-split sums."""
+    shape = (launch.BH, launch.splits, launch.DK, launch.DK)
+    return torch.empty(shape, device=device), torch.empty(shape, device=device)
+
+
+def _total(partials, launch):
+    """Per-split partial sums added up: (B, H, d, d)."""
+    d = launch.DK
+    return partials.sum(1).view(launch.B, launch.H, d, d)
+
+
+class StepSums(torch.autograd.Function):
+    """k, v (B, H, N, d), learned W1, W2 (1 or B, H, d, d) -> R1, R2
+    (B, H, d, d) fp32."""
+
+    @staticmethod
+    def forward(ctx, k, v, w1, w2, launch):
+        k, v = _unit_last_stride(k), _unit_last_stride(v)
+        w1_f, w2_f = (w.float().contiguous() for w in (w1, w2))
+        per_batch = w1.shape[0] > 1
+        r1, r2 = _partials(launch, k.device)
+        kernels.step_sums_kernel[(launch.BH, launch.splits)](
+            k, v, w1_f, w2_f, r1, r2, *_strides(k), *_strides(v),
+            *_sizes(launch), launch.splits, launch.per_split,
+            **_constants(launch, W_PER_BATCH=per_batch),
+        )  # fmt: skip
+        ctx.save_for_backward(k, v, w1_f, w2_f)
+        ctx.launch, ctx.w_dtypes = launch, (w1.dtype, w2.dtype)
+        return _total(r1, launch), _total(r2, launch)
+
+    @staticmethod
+    def backward(ctx, dr1, dr2):
+        k, v, w1, w2 = ctx.saved_tensors
+        launch = ctx.launch
+        per_batch = w1.shape[0] > 1
+        dr1, dr2 = (t.float().contiguous() for t in (dr1, dr2))
+        dk, dv = launch.gradient(k, 1), launch.gradient(v, 2)
+        g1, g2 = _partials(launch, k.device)
+        kernels.key_value_grad_kernel[(launch.BH, launch.splits)](
+            k, v, dk, dv, w1, w2, dr1, dr2, g1, g2,
+            *_strides(k), *_strides(v), *_strides(dk), *_strides(dv),
+            *_sizes(launch), launch.splits, launch.per_split,
+            **_constants(launch, W_PER_BATCH=per_batch),
+        )  # fmt: skip
+        dw1, dw2 = _total(g1, launch), _total(g2, launch)
+        if not per_batch:
+            dw1, dw2 = dw1.sum(0, keepdim=True), dw2.sum(0, keepdim=True)
+        dtypes = ctx.w_dtypes
+        return dk, dv, dw1.to(dtypes[0]), dw2.to(dtypes[1]), None
+
+
+class SwiGLULaunch(Launch):
+    """One call's kernel launches (:class:`Launch`'s shapes, tile widths
+    and token splits, one segment); its states are the stepped weights
+    W1', W2' (fp32 (B, H, d, d)), for
+    :class:`~mmlvit.ops.recompute.OutputsOfStates`."""
+
+    def __init__(self, q, scale):
+        super().__init__(q, q, 'identity', 0.0, scale)
+
+    def output(self, q, states):
+        """o = (q W1') * silu(q W2'), (B, H, N, d) in q's dtype, stored
+        (B, N, H, d)."""
+        w1, w2 = states
+        q = _unit_last_stride(q)
+        o = _empty_heads(q, self.DK)
+        kernels.output_kernel[(self.BH, self.tiles)](
+            q, o, w1, w2, *_strides(q), *_strides(o), *_sizes(self),
+            **_constants(self),
+        )  # fmt: skip
+        return o
+
+    def query_grads(self, q, do, states):
+        """dq and the gradients of W1', W2'."""
+        w1, w2 = states
+        q, do = _unit_last_stride(q), _unit_last_stride(do)
+        dq = self.gradient(q, 0)
+        a1, a2 = _partials(self, q.device)
+        kernels.query_grad_kernel[(self.BH, self.splits)](
+            q, do, dq, w1, w2, a1, a2,
+            *_strides(q), *_strides(do), *_strides(dq), *_sizes(self),
+            self.splits, self.per_split, **_constants(self),
+        )  # fmt: skip
+        return dq, (_total(a1, self), _total(a2, self))
+
+
+def fused_ttt_swiglu(
+    q: Tensor, k: Tensor, v: Tensor, w1: Tensor, w2: Tensor, scale: float
+) -> Tensor:
+    """TTT's SwiGLU inner model in fused Triton kernels
+    (:func:`mmlvit.ops.ttt.ttt_swiglu`).
+
+    Args:
+        q, k, v (Tensor): (B, H, N, d), fp32/bf16/fp16, unit last stride.
+        w1, w2 (Tensor): (1 or B, H, d, d) initial inner weights.
+        scale (float): eta.
+
+    Returns:
+        Tensor: (B, H, N, d) in the dtype of q, stored (B, N, H, d) so
+        that merging the heads is a view.
+    """
+    launch = SwiGLULaunch(q, scale)
+    factor = -scale / launch.N
+
+    def weights(k, v, w1, w2):
+        r1, r2 = StepSums.apply(k, v, w1, w2, launch)
+        with torch.autocast(q.device.type, enabled=False):
+            w1 = w1.float() - normalised(r1 * factor, dim=-2)
+            w2 = w2.float() - normalised(r2 * factor, dim=-2)
+        return w1, w2
+
+    return OutputsOfStates.apply(q, launch, weights, k, v, w1, w2)

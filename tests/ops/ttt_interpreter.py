@@ -1,0 +1,139 @@
+"""TTT's fused SwiGLU kernels on CPU tensors under Triton's interpreter,
+against float64 references.
+
+Run as a script (test_ttt_fused.py does, in a fresh process:
+TRITON_INTERPRET must be set before triton is imported). Prints one JSON
+line: per case the relative error ||x - ref|| / ||ref|| of the output and
+of the gradient of q, k, v, W1 and W2, the output dtype, whether outputs
+and gradients are finite, whether dq, dk, dv reached ``split_qkv`` as one
+buffer, the shapes of what backward keeps besides views of the qkv tensor
+and the learned weights, and the largest raw inner sum |k^T (...)|; then
+the TTT module on the fused path against its float64 PyTorch path
+(output, input and every parameter's gradient).
+
+The reference is the PyTorch path in float64 on the inputs as the kernels
+see them (rounded to the case's dtype), with the same upstream gradient.
+"""
+
+import json
+import os
+import sys
+
+if 'triton' in sys.modules:
+    raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
+os.environ['TRITON_INTERPRET'] = '1'
+
+import torch  # noqa: E402
+from fused_linear_interpreter import SHARED, heads, relative  # noqa: E402
+
+from mmlvit.models.attentions import TTTAttention  # noqa: E402
+from mmlvit.ops.fused_linear import function as fused_function  # noqa: E402
+from mmlvit.ops.heads import split_qkv  # noqa: E402
+from mmlvit.ops.ttt import (  # noqa: E402
+    TTT_INNER_SCALE,
+    swiglu_inner_grads,
+    ttt_swiglu,
+    ttt_swiglu_reference,
+)
+
+DTYPES = {
+    'fp32': torch.float32,
+    'bf16': torch.bfloat16,
+    'fp16': torch.float16,
+}
+
+
+def check(dtype, N, H=2, d=16, B=2, scale=1.0, per_batch=False, seed=0):
+    """One case: q, k, v views of one (B, N, 3, H, d) tensor; W1, W2
+    (1, H, d, d), or (B, H, d, d) with ``per_batch``."""
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(B, N, 3, H, d, generator=g) * scale).to(dtype)
+    x.requires_grad_()
+    shape = (B if per_batch else 1, H, d, d)
+    w1, w2 = (
+        (0.3 * torch.randn(shape, generator=g)).requires_grad_() for _ in '12'
+    )
+    allowed = {t.untyped_storage().data_ptr() for t in (x, w1, w2)}
+    kept = []
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in allowed:
+            kept.append(list(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = ttt_swiglu(*split_qkv(x), w1, w2, backend='triton')
+    grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    (out.double() * grad_out).sum().backward()
+
+    leaves = [t.detach().double().requires_grad_() for t in (x, w1, w2)]
+    ref = ttt_swiglu_reference(*heads(leaves[0]), *leaves[1:])
+    (ref * grad_out).sum().backward()
+    inner = swiglu_inner_grads(*heads(leaves[0])[1:], *leaves[1:])
+    raw_sums = max(g.abs().max().item() for g in inner) * N / TTT_INNER_SCALE
+    grads = dict(zip('qkv', heads(x.grad)), w1=w1.grad, w2=w2.grad)
+    grads_ref = dict(zip('qkv', heads(leaves[0].grad)))
+    grads_ref.update(w1=leaves[1].grad, w2=leaves[2].grad)
+    return dict(
+        dtype=str(dtype).split('.')[-1],
+        N=N,
+        d=d,
+        per_batch=per_batch,
+        scale=scale,
+        out_dtype=str(out.dtype).split('.')[-1],
+        finite=bool(
+            torch.isfinite(out).all() and torch.isfinite(x.grad).all()
+        ),
+        out=relative(out, ref),
+        qkv_grad_shared=SHARED.pop(),
+        grads={n: relative(grads[n], grads_ref[n]) for n in grads},
+        kept_besides_inputs=kept,
+        largest_inner_sum=raw_sums,
+    )
+
+
+def module_case(embed_dims=32, num_heads=2, grid=(7, 6), B=2):
+    """TTTAttention on the fused path (fp32) against its PyTorch path in
+    float64: relative errors of the output and of every gradient."""
+    torch.manual_seed(0)
+    fused = TTTAttention(embed_dims, num_heads, backend='triton')
+    reference = TTTAttention(embed_dims, num_heads, backend='torch')
+    reference.load_state_dict(fused.state_dict())
+    reference.double()
+    x = torch.randn(B, grid[0] * grid[1], embed_dims)
+    x_fused = x.clone().requires_grad_()
+    x_ref = x.double().requires_grad_()
+    out = fused(x_fused, grid)
+    ref = reference(x_ref, grid)
+    grad_out = torch.randn(out.shape, dtype=torch.float64)
+    (out.double() * grad_out).sum().backward()
+    (ref * grad_out).sum().backward()
+    grads = dict(x=relative(x_fused.grad, x_ref.grad))
+    ref_params = dict(reference.named_parameters())
+    for name, param in fused.named_parameters():
+        grads[name] = relative(param.grad, ref_params[name].grad)
+    return dict(out=relative(out, ref), grads=grads)
+
+
+def main():
+    cases = []
+    for dtype in DTYPES.values():
+        # 50 tokens: one partial tile; 196: a 14 x 14 grid, four tiles
+        # split over four programs per head.
+        for N in (50, 196):
+            cases.append(check(dtype, N))
+    # Head width 64 (ViT-B), one not a power of two, per-sample weights.
+    cases.append(check(torch.float32, 196, d=64, H=1, B=1))
+    cases.append(check(torch.float32, 50, d=24))
+    cases.append(check(torch.float32, 50, per_batch=True))
+    # Several tiles per program (the split loop); fp16 inputs of magnitude
+    # 10 over 1000 tokens, whose inner sums (~1e6) exceed fp16's range.
+    fused_function.TARGET_PROGRAMS = 2
+    cases.append(check(torch.float32, 300, B=1, H=1))
+    cases.append(check(torch.float16, 1000, B=1, H=1, scale=10.0))
+    fused_function.TARGET_PROGRAMS = 512
+    print(json.dumps(dict(cases=cases, module=module_case())))
+
+
+if __name__ == '__main__':
+    main()
