@@ -1,14 +1,15 @@
-"""TTT's fused SwiGLU kernels: the backend choice and its errors; on CPU
-under Triton's interpreter (ttt_interpreter.py, in a subprocess) against
-float64 references, outputs and every gradient; on CUDA at real sizes."""
+"""TTT's fused kernels (SwiGLU and conv heads): the backend choice and its
+errors; on CPU under Triton's interpreter (ttt_interpreter.py, in a
+subprocess) against float64 references, outputs and every gradient; on
+CUDA at real sizes."""
 
 import interpreter_run
 import pytest
 import torch
 
 from mmlvit.models.attentions import TTTAttention
-from mmlvit.ops import ttt_swiglu
-from mmlvit.ops.ttt import ttt_swiglu_reference
+from mmlvit.ops import ttt_dwconv, ttt_swiglu
+from mmlvit.ops.ttt import ttt_dwconv_reference, ttt_swiglu_reference
 
 
 def inputs(B=2, H=2, N=12, d=8, dtype=torch.float32, device='cpu'):
@@ -36,6 +37,13 @@ def test_auto_takes_the_reference_on_cpu(monkeypatch):
     )
     with pytest.raises(RuntimeError, match="backend='triton'.*need CUDA"):
         ttt_swiglu(*args, backend='triton')
+    q, k, v = (torch.randn(2, 8, 5, 6) for _ in '123')
+    w3 = torch.randn(8, 1, 3, 3)
+    torch.testing.assert_close(
+        ttt_dwconv(q, k, v, w3), ttt_dwconv_reference(q, k, v, w3)
+    )
+    with pytest.raises(RuntimeError, match="backend='triton'.*need CUDA"):
+        ttt_dwconv(q, k, v, w3, backend='triton')
 
 
 # --------------------------------------- the kernels, under the interpreter
@@ -87,10 +95,29 @@ def test_fp16_inner_sums_past_fp16_range_stay_exact(interpreter_report):
     assert large['finite'] and large['out'] < BOUNDS['float16'], large
 
 
+# The conv head multiplies and adds in fp32 the inputs as loaded: one
+# rounding of the output and of each gradient to its dtype.
+CONV_BOUNDS = {'float32': 2e-6, 'bfloat16': 8e-3, 'float16': 1.5e-3}
+
+
+def test_conv_kernels_match_float64_reference(interpreter_report):
+    cases = interpreter_report['conv_cases']
+    assert {c['dtype'] for c in cases} == set(BOUNDS)
+    assert {tuple(c['grid']) for c in cases} >= {(7, 9), (14, 14), (20, 18)}
+    assert {c['d'] for c in cases} >= {16, 24, 64}
+    for case in cases:
+        bound = CONV_BOUNDS[case['dtype']]
+        assert case['finite'] and case['out_dtype'] == case['dtype'], case
+        assert case['out'] < bound, case
+        assert set(case['grads']) == {'q', 'k', 'v', 'w3'}
+        for name, error in case['grads'].items():
+            assert error < bound, (name, case)
+        assert case['kept_besides_inputs'] == [], case
+
+
 def test_module_fused_matches_its_reference(interpreter_report):
-    """TTTAttention on the fused path against its float64 PyTorch path:
-    output, input and every parameter's gradient (the conv head's w3
-    included)."""
+    """TTTAttention on the fused path (both heads) against its float64
+    PyTorch path: output, input and every parameter's gradient."""
     module = interpreter_report['module']
     assert module['out'] < BOUNDS['float32'], module
     assert {'x', 'w1', 'w2', 'w3', 'qkv.weight', 'proj.weight'} <= set(

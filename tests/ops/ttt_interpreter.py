@@ -1,20 +1,22 @@
-"""TTT's fused SwiGLU kernels on CPU tensors under Triton's interpreter,
-against float64 references.
+"""TTT's fused kernels (SwiGLU and conv heads) on CPU tensors under
+Triton's interpreter, against float64 references.
 
 Run as a script (test_ttt_fused.py does, in a fresh process:
 TRITON_INTERPRET must be set before triton is imported). Prints one JSON
-line: per case the relative error ||x - ref|| / ||ref|| of the output and
-of the gradient of q, k, v, W1 and W2, the output dtype, whether outputs
-and gradients are finite, whether dq, dk, dv reached ``split_qkv`` as one
-buffer, the shapes of what backward keeps besides views of the qkv tensor
-and the learned weights, and the largest raw inner sum |k^T (...)|; then
-the TTT module on the fused path against its float64 PyTorch path
+line: per SwiGLU case the relative error ||x - ref|| / ||ref|| of the
+output and of the gradient of q, k, v, W1 and W2, the output dtype,
+whether outputs and gradients are finite, whether dq, dk, dv reached
+``split_qkv`` as one buffer, the shapes of what backward keeps besides
+views of the qkv tensor and the learned weights, and the largest raw inner
+sum |k^T (...)|; the same for the conv head (gradients of q, k, v, W3);
+then the TTT module on the fused path against its float64 PyTorch path
 (output, input and every parameter's gradient).
 
 The reference is the PyTorch path in float64 on the inputs as the kernels
 see them (rounded to the case's dtype), with the same upstream gradient.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -32,6 +34,8 @@ from mmlvit.ops.heads import split_qkv  # noqa: E402
 from mmlvit.ops.ttt import (  # noqa: E402
     TTT_INNER_SCALE,
     swiglu_inner_grads,
+    ttt_dwconv,
+    ttt_dwconv_reference,
     ttt_swiglu,
     ttt_swiglu_reference,
 )
@@ -41,6 +45,22 @@ DTYPES = {
     'bf16': torch.bfloat16,
     'fp16': torch.float16,
 }
+
+
+@contextlib.contextmanager
+def keeping_besides(*inputs):
+    """Yields the list of shapes of the tensors autograd keeps for
+    backward in the block, views of ``inputs`` left out."""
+    allowed = {t.untyped_storage().data_ptr() for t in inputs}
+    kept = []
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in allowed:
+            kept.append(list(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        yield kept
 
 
 def check(dtype, N, H=2, d=16, B=2, scale=1.0, per_batch=False, seed=0):
@@ -53,15 +73,7 @@ def check(dtype, N, H=2, d=16, B=2, scale=1.0, per_batch=False, seed=0):
     w1, w2 = (
         (0.3 * torch.randn(shape, generator=g)).requires_grad_() for _ in '12'
     )
-    allowed = {t.untyped_storage().data_ptr() for t in (x, w1, w2)}
-    kept = []
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in allowed:
-            kept.append(list(t.shape))
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with keeping_besides(x, w1, w2) as kept:
         out = ttt_swiglu(*split_qkv(x), w1, w2, backend='triton')
     grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
     (out.double() * grad_out).sum().backward()
@@ -89,6 +101,43 @@ def check(dtype, N, H=2, d=16, B=2, scale=1.0, per_batch=False, seed=0):
         grads={n: relative(grads[n], grads_ref[n]) for n in grads},
         kept_besides_inputs=kept,
         largest_inner_sum=raw_sums,
+    )
+
+
+def grid_views(x, grid):
+    """(B, N, 3, d) -> q, k, v, each (B, d, H, W), views."""
+    B, N, _, d = x.shape
+    return [x[:, :, i].transpose(1, 2).reshape(B, d, *grid) for i in range(3)]
+
+
+def check_conv(dtype, grid, d=16, B=2, seed=0):
+    """One conv-head case: q, k, v (B, d, H, W) views of one token-major
+    (B, H*W, 3, d) tensor, W3 (d, 1, 3, 3)."""
+    g = torch.Generator().manual_seed(seed)
+    N = grid[0] * grid[1]
+    x = torch.randn(B, N, 3, d, generator=g).to(dtype).requires_grad_()
+    w3 = (0.3 * torch.randn(d, 1, 3, 3, generator=g)).requires_grad_()
+    with keeping_besides(x, w3) as kept:
+        out = ttt_dwconv(*grid_views(x, grid), w3, backend='triton')
+    grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    (out.double() * grad_out).sum().backward()
+
+    x_ref, w3_ref = (t.detach().double().requires_grad_() for t in (x, w3))
+    ref = ttt_dwconv_reference(*grid_views(x_ref, grid), w3_ref)
+    (ref * grad_out).sum().backward()
+    grads = dict(zip('qkv', x.grad.unbind(2)), w3=w3.grad)
+    grads_ref = dict(zip('qkv', x_ref.grad.unbind(2)), w3=w3_ref.grad)
+    return dict(
+        dtype=str(dtype).split('.')[-1],
+        grid=grid,
+        d=d,
+        out_dtype=str(out.dtype).split('.')[-1],
+        finite=bool(
+            torch.isfinite(out).all() and torch.isfinite(x.grad).all()
+        ),
+        out=relative(out, ref),
+        grads={n: relative(grads[n], grads_ref[n]) for n in grads},
+        kept_besides_inputs=kept,
     )
 
 
@@ -131,8 +180,19 @@ def main():
     fused_function.TARGET_PROGRAMS = 2
     cases.append(check(torch.float32, 300, B=1, H=1))
     cases.append(check(torch.float16, 1000, B=1, H=1, scale=10.0))
+    # The conv head: a grid the tiles divide or not, rows of 9 and 14.
+    conv_cases = []
     fused_function.TARGET_PROGRAMS = 512
-    print(json.dumps(dict(cases=cases, module=module_case())))
+    for dtype in DTYPES.values():
+        for grid in ((7, 9), (14, 14)):
+            conv_cases.append(check_conv(dtype, grid))
+    conv_cases.append(check_conv(torch.float32, (14, 14), d=64, B=1))
+    conv_cases.append(check_conv(torch.float32, (5, 6), d=24))
+    fused_function.TARGET_PROGRAMS = 2  # 6 tiles of (20, 18) in 2 ranges
+    conv_cases.append(check_conv(torch.float32, (20, 18), B=1))
+    fused_function.TARGET_PROGRAMS = 512
+    report = dict(cases=cases, conv_cases=conv_cases, module=module_case())
+    print(json.dumps(report))
 
 
 if __name__ == '__main__':

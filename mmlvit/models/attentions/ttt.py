@@ -27,7 +27,7 @@ class TTTAttention(BaseAttention):
     map.
 
     Args:
-        backend (str): The SwiGLU head's path: ``'auto'`` (fused Triton
+        backend (str): Both heads' path: ``'auto'`` (fused Triton
             kernels on CUDA, PyTorch elsewhere), ``'triton'`` or
             ``'torch'``, see :func:`mmlvit.ops.ttt_swiglu`. Defaults to
             'auto'.
@@ -79,7 +79,7 @@ class TTTAttention(BaseAttention):
         swiglu_out = ttt_swiglu(
             q1, k1, v1, self.w1, self.w2, backend=self.backend
         )
-        conv_out = ttt_dwconv(q2, k2, v2, self.w3)
+        conv_out = ttt_dwconv(q2, k2, v2, self.w3, backend=self.backend)
         swiglu_out = self.merge_heads(swiglu_out)
         conv_out = conv_out.flatten(2).transpose(1, 2)
         return self.output(torch.cat([swiglu_out, conv_out], dim=-1))

@@ -42,6 +42,15 @@ BF16_PRODUCTS = 'bf16'
 TARGET_PROGRAMS = 512
 
 
+def token_splits(tiles, programs):
+    """(splits, tiles per split) of a reduction over ``tiles`` token tiles
+    run by ``programs`` programs besides the split: enough splits to reach
+    :data:`TARGET_PROGRAMS`, at least one tile each."""
+    splits = min(tiles, -(-TARGET_PROGRAMS // programs))
+    per_split = -(-tiles // splits)
+    return -(-tiles // per_split), per_split
+
+
 def _width(d):
     """Tile width for a head width d: a power of two, at least 16."""
     return max(16, triton.next_power_of_2(d))
@@ -108,10 +117,9 @@ class Launch:
             self.segs, self.seg_len = side * side, block_h * block_w
             self.grid = (grid_h, grid_w, block_h, block_w, side)
         self.tiles = triton.cdiv(self.seg_len, BLOCK_N)
-        programs = self.BH * self.segs
-        splits = min(self.tiles, -(-TARGET_PROGRAMS // programs))
-        self.per_split = -(-self.tiles // splits)
-        self.splits = -(-self.tiles // self.per_split)
+        self.splits, self.per_split = token_splits(
+            self.tiles, self.BH * self.segs
+        )
         self.eps = eps
         self.alpha = scale / self.N  # InLine's s/N
         self.grads = None  # this backward pass's dq, dk, dv slots

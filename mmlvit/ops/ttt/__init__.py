@@ -3,11 +3,11 @@ a SwiGLU model per head and a depthwise 3x3 conv head, each fitted to the
 image's keys and values with one closed-form step and applied to its
 queries (the math: :mod:`.reference`).
 
-The SwiGLU head has two paths: fused Triton kernels (:mod:`.function`;
-CUDA, fp32/bf16/fp16: the inner step's N-sized intermediates live in fp32
-registers, q, k, v are read in their dtype and never copied) and the
-PyTorch reference, which runs in fp32 and recomputes its intermediates in
-backward. The conv head, one head of d channels, runs the reference.
+Each head has two paths: fused Triton kernels (:mod:`.swiglu_function`,
+:mod:`.dwconv_function`; CUDA, fp32/bf16/fp16: the inner step's N-sized
+intermediates live in fp32 registers, q, k, v are read in their dtype
+and never copied) and the PyTorch reference, which runs in fp32 and
+recomputes its intermediates in backward.
 """
 
 from torch import Tensor
@@ -58,25 +58,36 @@ def ttt_swiglu(
         Tensor: (B, h, N, d) = (q W1') * silu(q W2') in the dtype of q.
     """
     if use_fused(backend, q, k, v):
-        from .function import fused_ttt_swiglu
+        from .swiglu_function import fused_ttt_swiglu
 
         return fused_ttt_swiglu(q, k, v, w1, w2, scale)
     return recomputed(ttt_swiglu_reference, q, k, v, w1, w2, scale)
 
 
 def ttt_dwconv(
-    q: Tensor, k: Tensor, v: Tensor, w3: Tensor, scale: float = TTT_INNER_SCALE
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    w3: Tensor,
+    scale: float = TTT_INNER_SCALE,
+    backend: str = 'auto',
 ) -> Tensor:
-    """Depthwise 3x3 conv inner model
-    (:func:`.reference.ttt_dwconv_reference`), its fp32 intermediates
-    recomputed in backward.
+    """Depthwise 3x3 conv inner model: one step on (k, v), then applied to
+    q (:func:`.reference.ttt_dwconv_reference`).
 
     Args:
-        q, k, v (Tensor): (B, d, H, W) on the patch grid.
+        q, k, v (Tensor): (B, d, H, W) on the patch grid, any strides (e.g.
+            views of a token-major ``qkv`` projection).
         w3 (Tensor): (d, 1, 3, 3) learned initial kernel.
         scale (float): eta. Defaults to 9^-1/2.
+        backend (str): As :func:`ttt_swiglu`'s.
 
     Returns:
         Tensor: (B, d, H, W) in the dtype of q.
     """
+    # The channels are the conv head's width: check them as the last axis.
+    if use_fused(backend, *(t.movedim(1, -1) for t in (q, k, v))):
+        from .dwconv_function import fused_ttt_dwconv
+
+        return fused_ttt_dwconv(q, k, v, w3, scale)
     return recomputed(ttt_dwconv_reference, q, k, v, w3, scale)

@@ -1,5 +1,5 @@
 """TTT's SwiGLU inner model as autograd Functions (launch code for
-:mod:`.kernels`).
+:mod:`.swiglu_kernels`).
 
 Two Functions: :class:`StepSums` (k, v, W1, W2 -> the inner gradients'
 raw sums R1, R2, fp32 (B, H, d, d)) and
@@ -25,7 +25,7 @@ from ..fused_linear.function import (
     _unit_last_stride,
 )
 from ..recompute import OutputsOfStates
-from . import kernels
+from . import swiglu_kernels as kernels
 from .reference import normalised
 
 # Each program holds several fp32 d x d matrices (W1, W2 and two sums or
