@@ -1,3 +1,4 @@
+from .depthwise_conv import depthwise_conv
 from .gla import (
     bidirectional_gla,
     bidirectional_gla_map,
@@ -26,6 +27,7 @@ from .ttt import (
 __all__ = [
     'bidirectional_gla',
     'bidirectional_gla_map',
+    'depthwise_conv',
     'dwconv_inner_grad',
     'feature_map',
     'gla_chunked',

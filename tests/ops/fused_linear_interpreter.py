@@ -14,6 +14,7 @@ q, k, v are the non-contiguous per-head views of one (B, N, 3, H, d)
 tensor, as a ``qkv`` projection gives them.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -87,6 +88,44 @@ def relative(x, ref):
     return ((x - ref).norm() / ref.norm()).item()
 
 
+@contextlib.contextmanager
+def keeping_besides(*inputs):
+    """Yields the list of shapes of the tensors autograd keeps for
+    backward in the block, views of ``inputs`` left out."""
+    allowed = {t.untyped_storage().data_ptr() for t in inputs}
+    kept = []
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in allowed:
+            kept.append(list(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        yield kept
+
+
+def module_against_reference(cls, embed_dims, num_heads, grid, B=2):
+    """Attention module ``cls`` on the fused path (fp32) against its
+    PyTorch path in float64 on a patch grid: relative errors of the output
+    and of the gradients of the input and of every parameter."""
+    torch.manual_seed(0)
+    fused = cls(embed_dims, num_heads, backend='triton')
+    reference = cls(embed_dims, num_heads, backend='torch')
+    reference.load_state_dict(fused.state_dict())
+    reference.double()
+    x = torch.randn(B, grid[0] * grid[1], embed_dims)
+    x_fused, x_ref = x.clone().requires_grad_(), x.double().requires_grad_()
+    out, ref = fused(x_fused, grid), reference(x_ref, grid)
+    grad_out = torch.randn(out.shape, dtype=torch.float64)
+    (out.double() * grad_out).sum().backward()
+    (ref * grad_out).sum().backward()
+    grads = dict(x=relative(x_fused.grad, x_ref.grad))
+    ref_params = dict(reference.named_parameters())
+    for name, param in fused.named_parameters():
+        grads[name] = relative(param.grad, ref_params[name].grad)
+    return dict(out=relative(out, ref), grads=grads)
+
+
 def check(
     mode, dtype, N, H=2, d=16, B=2, scale=1.0, seed=0, grid=None, side=2
 ):
@@ -101,14 +140,8 @@ def check(
             side**2, side**2, generator=g
         )
         extra = dict(mixing=mixing.requires_grad_(), hw_shape=grid)
-    kept = []  # what backward keeps besides views of x (q, k, v)
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
-            kept.append(list(t.shape))
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    # What backward keeps besides views of x (q, k, v).
+    with keeping_besides(x) as kept:
         out = attention(mode, *split_qkv(x), backend='triton', **extra)
     grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
     (out.double() * grad_out).sum().backward()

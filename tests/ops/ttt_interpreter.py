@@ -16,7 +16,6 @@ The reference is the PyTorch path in float64 on the inputs as the kernels
 see them (rounded to the case's dtype), with the same upstream gradient.
 """
 
-import contextlib
 import json
 import os
 import sys
@@ -26,7 +25,13 @@ if 'triton' in sys.modules:
 os.environ['TRITON_INTERPRET'] = '1'
 
 import torch  # noqa: E402
-from fused_linear_interpreter import SHARED, heads, relative  # noqa: E402
+from fused_linear_interpreter import (  # noqa: E402
+    SHARED,
+    heads,
+    keeping_besides,
+    module_against_reference,
+    relative,
+)
 
 from mmlvit.models.attentions import TTTAttention  # noqa: E402
 from mmlvit.ops.fused_linear import function as fused_function  # noqa: E402
@@ -45,22 +50,6 @@ DTYPES = {
     'bf16': torch.bfloat16,
     'fp16': torch.float16,
 }
-
-
-@contextlib.contextmanager
-def keeping_besides(*inputs):
-    """Yields the list of shapes of the tensors autograd keeps for
-    backward in the block, views of ``inputs`` left out."""
-    allowed = {t.untyped_storage().data_ptr() for t in inputs}
-    kept = []
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() not in allowed:
-            kept.append(list(t.shape))
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        yield kept
 
 
 def check(dtype, N, H=2, d=16, B=2, scale=1.0, per_batch=False, seed=0):
@@ -141,29 +130,6 @@ def check_conv(dtype, grid, d=16, B=2, seed=0):
     )
 
 
-def module_case(embed_dims=32, num_heads=2, grid=(7, 6), B=2):
-    """TTTAttention on the fused path (fp32) against its PyTorch path in
-    float64: relative errors of the output and of every gradient."""
-    torch.manual_seed(0)
-    fused = TTTAttention(embed_dims, num_heads, backend='triton')
-    reference = TTTAttention(embed_dims, num_heads, backend='torch')
-    reference.load_state_dict(fused.state_dict())
-    reference.double()
-    x = torch.randn(B, grid[0] * grid[1], embed_dims)
-    x_fused = x.clone().requires_grad_()
-    x_ref = x.double().requires_grad_()
-    out = fused(x_fused, grid)
-    ref = reference(x_ref, grid)
-    grad_out = torch.randn(out.shape, dtype=torch.float64)
-    (out.double() * grad_out).sum().backward()
-    (ref * grad_out).sum().backward()
-    grads = dict(x=relative(x_fused.grad, x_ref.grad))
-    ref_params = dict(reference.named_parameters())
-    for name, param in fused.named_parameters():
-        grads[name] = relative(param.grad, ref_params[name].grad)
-    return dict(out=relative(out, ref), grads=grads)
-
-
 def main():
     cases = []
     for dtype in DTYPES.values():
@@ -191,7 +157,8 @@ def main():
     fused_function.TARGET_PROGRAMS = 2  # 6 tiles of (20, 18) in 2 ranges
     conv_cases.append(check_conv(torch.float32, (20, 18), B=1))
     fused_function.TARGET_PROGRAMS = 512
-    report = dict(cases=cases, conv_cases=conv_cases, module=module_case())
+    module = module_against_reference(TTTAttention, 32, 2, (7, 6))
+    report = dict(cases=cases, conv_cases=conv_cases, module=module)
     print(json.dumps(report))
 
 

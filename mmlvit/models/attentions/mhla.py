@@ -1,10 +1,10 @@
 """MHLA: block-mixed ReLU linear attention with a value conv."""
 
-import torch
 import torch.nn as nn
 from mmpretrain.registry import MODELS
 from torch import Tensor
 
+from mmlvit.ops.depthwise_conv import depthwise_conv
 from mmlvit.ops.fused_linear import check_backend
 from mmlvit.ops.mhla import (
     mhla_attention,
@@ -31,9 +31,11 @@ class MHLAttention(BaseAttention):
     Args:
         blocks_per_side (int): s. Defaults to 2 (four 7x7 blocks on a 14x14
             grid, Qin et al.'s setting).
-        backend (str): ``'auto'`` (fused Triton kernels on CUDA, PyTorch
-            elsewhere), ``'triton'`` or ``'torch'``, see
-            :func:`mmlvit.ops.mhla_attention`. Defaults to 'auto'.
+        backend (str): The attention's and the value conv's path:
+            ``'auto'`` (fused Triton kernels on CUDA, PyTorch elsewhere),
+            ``'triton'`` or ``'torch'``, see
+            :func:`mmlvit.ops.mhla_attention` and
+            :func:`mmlvit.ops.depthwise_conv`. Defaults to 'auto'.
         **kwargs: :class:`BaseAttention`'s arguments (``embed_dims``,
             ``num_heads``, ``qkv_bias`` (DeiT's, so it copies),
             ``proj_drop``, ``init_cfg``).
@@ -55,7 +57,8 @@ class MHLAttention(BaseAttention):
         )
 
     def value_conv(self, v: Tensor, hw_shape: tuple[int, int]) -> Tensor:
-        """The 5x5 depthwise conv over all heads' values.
+        """The 5x5 depthwise conv over all heads' values, reading them in
+        place (:func:`mmlvit.ops.depthwise_conv`: fused on CUDA).
 
         Args:
             v (Tensor): (B, h, N, d).
@@ -66,11 +69,12 @@ class MHLAttention(BaseAttention):
         """
         v = self.merge_heads(v)
         B, N, C = v.shape
-        # Tokens are channels-last already; CPU depthwise convs (forward and
-        # backward) are several times faster in that layout.
         grid = v.reshape(B, *hw_shape, C).permute(0, 3, 1, 2)
-        grid = grid.contiguous(memory_format=torch.channels_last)
-        return self.lepe(grid).permute(0, 2, 3, 1).reshape(B, N, C)
+        out = depthwise_conv(
+            grid, self.lepe.weight, self.lepe.bias, backend=self.backend
+        )
+        # Both paths give a (B, H, W, C) layout: tokens again as a view.
+        return out.permute(0, 2, 3, 1).reshape(B, N, C)
 
     def mixing_weights(self) -> Tensor:
         """W, first clamped to [0, 1] in place if an optimiser step moved

@@ -1,0 +1,154 @@
+"""Triton kernels of a depthwise KS x KS convolution on a token grid
+(zero padding KS // 2, stride 1), forward and both gradients.
+
+On an H x W grid of C channels, tap t = KS * a + c shifts a grid point p
+by (a - KS // 2, c - KS // 2); nbr_t(p) is p shifted by it (zero outside
+the grid), and the tap KS^2 - 1 - t undoes the shift. With weights w
+(KS^2, C) per image or shared:
+
+- :func:`conv_kernel`: y[p] = sum_t w[t] * x[nbr_t(p)] (+ bias) for one
+  tile of tokens and channels; with ``FLIP`` the data gradient
+  dx[p] = sum_t w[t] * g[nbr_{KS^2-1-t}(p)];
+- :func:`weight_grad_kernel`: dw[t] = sum_p g[p] * x[nbr_t(p)] over a
+  token range (partial sums per image and split).
+
+Grid tensors are addressed through (batch, channel, row, column) strides,
+so (B, C, H, W) views of token-major (B, H*W, C) tensors (a ``qkv``
+projection's slices) are read in place. Weights, bias and partial sums are
+fp32 and contiguous: weights (B or 1, KS^2, C), partials
+(B, splits, KS^2, C). Every product and sum is fp32 in registers; inputs
+and outputs keep their dtype.
+"""
+
+import triton
+import triton.language as tl
+
+SIZES = ['C', 'grid_h', 'grid_w', 'N']
+
+
+@triton.jit
+def _program_tokens(split, t, tiles_per_split, N, BLOCK_N: tl.constexpr):
+    """Token indices of tile ``t`` of a split's range, and which exist."""
+    idx = (split * tiles_per_split + t) * BLOCK_N + tl.arange(0, BLOCK_N)
+    return idx, idx < N
+
+
+@triton.jit
+def _grid_offsets(strides, b, y, x, cols):
+    sb, sc, sy, sx = strides
+    return (
+        b.to(tl.int64) * sb
+        + y[:, None].to(tl.int64) * sy
+        + x[:, None].to(tl.int64) * sx
+        + cols[None, :].to(tl.int64) * sc
+    )
+
+
+@triton.jit
+def _shifted_tile(
+    ptr, strides, b, tokens, valid, grid_h, grid_w, tap, cols, C,
+    KS: tl.constexpr,
+):  # fmt: skip
+    """The (tokens, channels) tile of image b at the tokens shifted by
+    ``tap``, fp32, zero off the grid."""
+    y = tokens // grid_w + tap // KS - KS // 2
+    x = tokens % grid_w + tap % KS - KS // 2
+    inside = valid & (y >= 0) & (y < grid_h) & (x >= 0) & (x < grid_w)
+    offsets = _grid_offsets(strides, b, y, x, cols)
+    mask = inside[:, None] & (cols[None, :] < C)
+    return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _store_tile(ptr, strides, b, tokens, valid, grid_w, cols, C, value):
+    y, x = tokens // grid_w, tokens % grid_w
+    offsets = _grid_offsets(strides, b, y, x, cols)
+    mask = valid[:, None] & (cols[None, :] < C)
+    tl.store(ptr + offsets, value.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _tap_row(ptr, index, tap, cols, C, KS: tl.constexpr):
+    """Row ``tap`` of (KS^2, C) weights ``index``, fp32."""
+    offsets = index.to(tl.int64) * KS * KS * C + tap * C + cols
+    return tl.load(ptr + offsets, mask=cols < C, other=0.0)
+
+
+@triton.jit
+def _weighted_taps(
+    x_ptr, x_strides, w_ptr, w_index, b, tokens, valid, grid_h, grid_w,
+    cols, C, FLIP: tl.constexpr, KS: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """sum_t w[t] * x[nbr_t(p)] (``FLIP``: at the undoing taps) of one
+    tile, fp32."""
+    acc = tl.zeros((BLOCK_N, BLOCK_C), tl.float32)
+    for tap in tl.static_range(KS * KS):
+        at = KS * KS - 1 - tap if FLIP else tap
+        x = _shifted_tile(
+            x_ptr, x_strides, b, tokens, valid, grid_h, grid_w, at, cols, C,
+            KS,
+        )  # fmt: skip
+        acc += _tap_row(w_ptr, w_index, tap, cols, C, KS)[None, :] * x
+    return acc
+
+
+@triton.jit(do_not_specialize=SIZES)
+def conv_kernel(
+    x_ptr, y_ptr, w_ptr, bias_ptr,
+    sxb, sxc, sxy, sxx, syb, syc, syy, syx,
+    C, grid_h, grid_w, N,
+    PER_IMAGE: tl.constexpr, HAS_BIAS: tl.constexpr, FLIP: tl.constexpr,
+    KS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """y (or, with ``FLIP``, the data gradient) of one tile: grid
+    (B, token tiles, channel blocks)."""
+    b = tl.program_id(0)
+    tokens, valid = _program_tokens(tl.program_id(1), 0, 1, N, BLOCK_N)
+    cols = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
+    y = _weighted_taps(
+        x_ptr, (sxb, sxc, sxy, sxx), w_ptr, b if PER_IMAGE else b * 0, b,
+        tokens, valid, grid_h, grid_w, cols, C, FLIP, KS, BLOCK_N, BLOCK_C,
+    )  # fmt: skip
+    if HAS_BIAS:
+        y += tl.load(bias_ptr + cols, mask=cols < C, other=0.0)[None, :]
+    _store_tile(
+        y_ptr, (syb, syc, syy, syx), b, tokens, valid, grid_w, cols, C, y
+    )
+
+
+@triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
+def weight_grad_kernel(
+    x_ptr, g_ptr, dw_ptr,
+    sxb, sxc, sxy, sxx, sgb, sgc, sgy, sgx,
+    C, grid_h, grid_w, N, splits, tiles_per_split,
+    KS: tl.constexpr, TAPS: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """dw over one token range of one image: grid
+    (B, splits, channel blocks); partial [b, split]. ``TAPS`` is KS^2
+    rounded up to a power of two."""
+    b = tl.program_id(0)
+    split = tl.program_id(1)
+    cols = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
+    taps = tl.arange(0, TAPS)
+    x_strides = (sxb, sxc, sxy, sxx)
+    dw = tl.zeros((TAPS, BLOCK_C), tl.float32)
+    for t in range(tiles_per_split):
+        tokens, valid = _program_tokens(split, t, tiles_per_split, N, BLOCK_N)
+        # g at the centre tap: the tokens themselves.
+        g = _shifted_tile(
+            g_ptr, (sgb, sgc, sgy, sgx), b, tokens, valid, grid_h, grid_w,
+            KS * KS // 2, cols, C, KS,
+        )  # fmt: skip
+        for tap in tl.static_range(KS * KS):
+            x = _shifted_tile(
+                x_ptr, x_strides, b, tokens, valid, grid_h, grid_w, tap,
+                cols, C, KS,
+            )  # fmt: skip
+            row = tl.sum(g * x, axis=0)
+            dw += tl.where(taps[:, None] == tap, row[None, :], 0.0)
+    index = (b * splits + split).to(tl.int64)
+    offsets = index * KS * KS * C + taps[:, None] * C + cols[None, :]
+    mask = (taps[:, None] < KS * KS) & (cols[None, :] < C)
+    tl.store(dw_ptr + offsets, dw, mask=mask)
