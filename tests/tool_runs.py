@@ -2,7 +2,16 @@
 
 import os
 import shutil
+import socket
 import subprocess
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 now, for a distributed job's
+    rendezvous (so that two test runs on one machine do not collide)."""
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
 
 
 def run(cmd, cwd, env=None, timeout=600):
@@ -27,11 +36,13 @@ def run_log(cmd, cwd, env=None, timeout=600):
     return out.stdout + out.stderr
 
 
-def launch(script, args, cwd, python, port, timeout=600):
+def launch(script, args, cwd, python, timeout=600):
     """``bash SCRIPT ARGS`` (a tools/*.sh launcher) with ``python`` as
-    PYTHON, ``port`` as PORT and one thread per process; asserts exit
+    PYTHON, a free port as PORT and one thread per process; asserts exit
     status 0 and returns stdout + stderr."""
-    env = dict(os.environ, PYTHON=python, PORT=str(port), OMP_NUM_THREADS='1')
+    env = dict(
+        os.environ, PYTHON=python, PORT=str(free_port()), OMP_NUM_THREADS='1'
+    )
     return run_log(['bash', script, *args], cwd, env, timeout)
 
 

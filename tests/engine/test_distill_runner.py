@@ -189,7 +189,6 @@ def test_dist_train_two_processes(
         ],
         repo_root,
         python,
-        29531,
     )
     assert 'Distributed training: True' in log
     if torch.cuda.is_available():

@@ -7,6 +7,8 @@ import signal
 import subprocess
 import time
 
+from tool_runs import free_port
+
 STOP_CONFIG = 'tests/data/configs/tiny_softmax_stop_worker.py'
 TIMEOUT = 5  # env_cfg.dist_cfg.timeout in STOP_CONFIG
 # torchrun (torch 2.14) gives a failed group's other workers a fixed 30 s
@@ -37,7 +39,7 @@ def test_hung_worker_ends_job_within_timeout(
     env = dict(
         os.environ,
         PYTHON=python,
-        PORT='29541',
+        PORT=str(free_port()),
         OMP_NUM_THREADS='1',
         PYTHONPATH=os.path.join(repo_root, 'tests', 'engine'),
     )

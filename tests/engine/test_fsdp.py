@@ -19,7 +19,7 @@ FSDP = 'tests/data/configs/tiny_softmax_fsdp.py'
 TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
 
 
-def resume_for_epoch_3(work_dir, repo_root, python, port, *path):
+def resume_for_epoch_3(work_dir, repo_root, python, *path):
     """``tools/dist_train.sh FSDP 2 --resume [PATH]`` with
     ``train_cfg.max_epochs=3``."""
     return launch(
@@ -28,7 +28,6 @@ def resume_for_epoch_3(work_dir, repo_root, python, port, *path):
         + ['--cfg-options', 'train_cfg.max_epochs=3'],
         repo_root,
         python,
-        port,
     )
 
 
@@ -41,7 +40,6 @@ def fsdp_run(tmp_path_factory, repo_root, python, fashion_mnist_root):
         [FSDP, '2', '--work-dir', str(work_dir)],
         repo_root,
         python,
-        29561,
     )
     return work_dir, log
 
@@ -87,7 +85,7 @@ def test_auto_resume_skips_unfinished_fsdp_folders(
     shutil.copytree(unfinished, killed_write)
     moved_away = resumed / '.epoch_1.pth.replaced.tmp'
     (resumed / 'epoch_1.pth').rename(moved_away)
-    log = resume_for_epoch_3(resumed, repo_root, python, 29564)
+    log = resume_for_epoch_3(resumed, repo_root, python)
     assert f'Removed {killed_write}: a checkpoint folder write' in log
     assert f'Restored {resumed}/epoch_1.pth from {moved_away}' in log
     assert (
@@ -112,7 +110,7 @@ def test_fsdp_resumes_its_sharded_checkpoint(
     resumed = tmp_path / 'resumed'
     shutil.copytree(work_dir, resumed)
     log = resume_for_epoch_3(
-        resumed, repo_root, python, 29562, str(resumed / 'epoch_2.pth')
+        resumed, repo_root, python, str(resumed / 'epoch_2.pth')
     )
     assert f'Load checkpoint from {resumed}/epoch_2.pth/rank0.pth' in log
     assert 'resumed epoch: 2, iter: 4' in log
@@ -135,7 +133,6 @@ def test_fsdp_checkpoint_evaluates_with_dist_test(
         ],
         repo_root,
         python,
-        29563,
     )
     top1 = re.findall(r'Epoch\(test\).*accuracy/top1: ([\d.]+)', log)
     validated = re.findall(

@@ -10,6 +10,7 @@ import subprocess
 import time
 
 import torch
+from tool_runs import free_port
 
 from mmlvit.checkpoint import load_checkpoint_file
 from mmlvit.engine.hooks.checkpoint import PREEMPTED_EXIT_CODE
@@ -155,7 +156,7 @@ def test_sigterm_to_one_ddp_process_stops_every_process_with_a_checkpoint(
     env = dict(
         os.environ,
         PYTHON=python,
-        PORT='29547',
+        PORT=str(free_port()),
         OMP_NUM_THREADS='1',
         PYTHONUNBUFFERED='1',
     )

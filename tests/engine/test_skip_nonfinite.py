@@ -9,7 +9,6 @@ import logging
 import math
 import os
 import os.path as osp
-import socket
 import subprocess
 import uuid
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 from mmpretrain.registry import MODELS, OPTIM_WRAPPERS
 from mmpretrain.structures import DataSample
+from tool_runs import free_port
 
 from mmlvit.engine.mixed_precision import amp_type
 
@@ -360,13 +360,10 @@ def test_amp_flag_keeps_the_protection(repo_root):
 def test_all_processes_skip_the_same_updates(tmp_path, python, repo_root):
     """Two gloo processes, a NaN input on one of them: both skip that
     update (the AMP form too, whose CPU GradScaler checks nothing)."""
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
     env = dict(
         os.environ,
         MASTER_ADDR='127.0.0.1',
-        MASTER_PORT=str(port),
+        MASTER_PORT=str(free_port()),
         OMP_NUM_THREADS='1',
     )
     worker = osp.join(repo_root, 'tests', 'engine', 'nonfinite_ddp_worker.py')

@@ -153,7 +153,6 @@ def test_dist_train_two_processes_match_one(
         ],
         repo_root,
         python,
-        29517,
     )
     assert 'Distributed launcher: pytorch' in log
     assert 'Distributed training: True' in log
