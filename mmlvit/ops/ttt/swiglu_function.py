@@ -33,31 +33,66 @@ from .reference import normalised
 NUM_WARPS = 8
 
 
-def _constants(launch, **extra):
-    return dict(
-        PRECISION=launch.constants['PRECISION'],
-        BLOCK_N=launch.constants['BLOCK_N'],
-        BLOCK_D=launch.BK,
-        num_warps=NUM_WARPS,
-        **extra,
-    )
+class SwiGLULaunch(Launch):
+    """One call's kernel launches (:class:`Launch`'s shapes, tile widths
+    and token splits, one segment); its states are the stepped weights
+    W1', W2' (fp32 (B, H, d, d)), for
+    :class:`~mmlvit.ops.recompute.OutputsOfStates`."""
 
+    def __init__(self, q, scale):
+        super().__init__(q, q, 'identity', 0.0, scale)
 
-def _sizes(launch):
-    """The kernels' H, D, N."""
-    return launch.H, launch.DK, launch.N
+    def kernel_options(self, **extra):
+        """The kernels' compile-time options."""
+        return dict(
+            PRECISION=self.constants['PRECISION'],
+            BLOCK_N=self.constants['BLOCK_N'],
+            BLOCK_D=self.BK,
+            num_warps=NUM_WARPS,
+            **extra,
+        )
 
+    @property
+    def sizes(self):
+        """The kernels' H, D, N."""
+        return self.H, self.DK, self.N
 
-def _partials(launch, device):
-    """Two fp32 (B*H, splits, d, d) buffers of per-split sums."""
-    shape = (launch.BH, launch.splits, launch.DK, launch.DK)
-    return torch.empty(shape, device=device), torch.empty(shape, device=device)
+    def square_partials(self, device):
+        """Two fp32 (B*H, splits, d, d) buffers of per-split sums."""
+        shape = (self.BH, self.splits, self.DK, self.DK)
+        return torch.empty(shape, device=device), torch.empty(
+            shape, device=device
+        )
 
+    def total(self, partials):
+        """Per-split partial sums added up: (B, H, d, d)."""
+        d = self.DK
+        return partials.sum(1).view(self.B, self.H, d, d)
 
-def _total(partials, launch):
-    """Per-split partial sums added up: (B, H, d, d)."""
-    d = launch.DK
-    return partials.sum(1).view(launch.B, launch.H, d, d)
+    def output(self, q, states):
+        """o = (q W1') * silu(q W2'), (B, H, N, d) in q's dtype, stored
+        (B, N, H, d)."""
+        w1, w2 = states
+        q = _unit_last_stride(q)
+        o = _empty_heads(q, self.DK)
+        kernels.output_kernel[(self.BH, self.tiles)](
+            q, o, w1, w2, *_strides(q), *_strides(o), *self.sizes,
+            **self.kernel_options(),
+        )  # fmt: skip
+        return o
+
+    def query_grads(self, q, do, states):
+        """dq and the gradients of W1', W2'."""
+        w1, w2 = states
+        q, do = _unit_last_stride(q), _unit_last_stride(do)
+        dq = self.gradient(q, 0)
+        a1, a2 = self.square_partials(q.device)
+        kernels.query_grad_kernel[(self.BH, self.splits)](
+            q, do, dq, w1, w2, a1, a2,
+            *_strides(q), *_strides(do), *_strides(dq), *self.sizes,
+            self.splits, self.per_split, **self.kernel_options(),
+        )  # fmt: skip
+        return dq, (self.total(a1), self.total(a2))
 
 
 class StepSums(torch.autograd.Function):
@@ -69,15 +104,15 @@ class StepSums(torch.autograd.Function):
         k, v = _unit_last_stride(k), _unit_last_stride(v)
         w1_f, w2_f = (w.float().contiguous() for w in (w1, w2))
         per_batch = w1.shape[0] > 1
-        r1, r2 = _partials(launch, k.device)
+        r1, r2 = launch.square_partials(k.device)
         kernels.step_sums_kernel[(launch.BH, launch.splits)](
             k, v, w1_f, w2_f, r1, r2, *_strides(k), *_strides(v),
-            *_sizes(launch), launch.splits, launch.per_split,
-            **_constants(launch, W_PER_BATCH=per_batch),
+            *launch.sizes, launch.splits, launch.per_split,
+            **launch.kernel_options(W_PER_BATCH=per_batch),
         )  # fmt: skip
         ctx.save_for_backward(k, v, w1_f, w2_f)
         ctx.launch, ctx.w_dtypes = launch, (w1.dtype, w2.dtype)
-        return _total(r1, launch), _total(r2, launch)
+        return launch.total(r1), launch.total(r2)
 
     @staticmethod
     def backward(ctx, dr1, dr2):
@@ -86,53 +121,18 @@ class StepSums(torch.autograd.Function):
         per_batch = w1.shape[0] > 1
         dr1, dr2 = (t.float().contiguous() for t in (dr1, dr2))
         dk, dv = launch.gradient(k, 1), launch.gradient(v, 2)
-        g1, g2 = _partials(launch, k.device)
+        g1, g2 = launch.square_partials(k.device)
         kernels.key_value_grad_kernel[(launch.BH, launch.splits)](
             k, v, dk, dv, w1, w2, dr1, dr2, g1, g2,
             *_strides(k), *_strides(v), *_strides(dk), *_strides(dv),
-            *_sizes(launch), launch.splits, launch.per_split,
-            **_constants(launch, W_PER_BATCH=per_batch),
+            *launch.sizes, launch.splits, launch.per_split,
+            **launch.kernel_options(W_PER_BATCH=per_batch),
         )  # fmt: skip
-        dw1, dw2 = _total(g1, launch), _total(g2, launch)
+        dw1, dw2 = launch.total(g1), launch.total(g2)
         if not per_batch:
             dw1, dw2 = dw1.sum(0, keepdim=True), dw2.sum(0, keepdim=True)
         dtypes = ctx.w_dtypes
         return dk, dv, dw1.to(dtypes[0]), dw2.to(dtypes[1]), None
-
-
-class SwiGLULaunch(Launch):
-    """One call's kernel launches (:class:`Launch`'s shapes, tile widths
-    and token splits, one segment); its states are the stepped weights
-    W1', W2' (fp32 (B, H, d, d)), for
-    :class:`~mmlvit.ops.recompute.OutputsOfStates`."""
-
-    def __init__(self, q, scale):
-        super().__init__(q, q, 'identity', 0.0, scale)
-
-    def output(self, q, states):
-        """o = (q W1') * silu(q W2'), (B, H, N, d) in q's dtype, stored
-        (B, N, H, d)."""
-        w1, w2 = states
-        q = _unit_last_stride(q)
-        o = _empty_heads(q, self.DK)
-        kernels.output_kernel[(self.BH, self.tiles)](
-            q, o, w1, w2, *_strides(q), *_strides(o), *_sizes(self),
-            **_constants(self),
-        )  # fmt: skip
-        return o
-
-    def query_grads(self, q, do, states):
-        """dq and the gradients of W1', W2'."""
-        w1, w2 = states
-        q, do = _unit_last_stride(q), _unit_last_stride(do)
-        dq = self.gradient(q, 0)
-        a1, a2 = _partials(self, q.device)
-        kernels.query_grad_kernel[(self.BH, self.splits)](
-            q, do, dq, w1, w2, a1, a2,
-            *_strides(q), *_strides(do), *_strides(dq), *_sizes(self),
-            self.splits, self.per_split, **_constants(self),
-        )  # fmt: skip
-        return dq, (_total(a1, self), _total(a2, self))
 
 
 def fused_ttt_swiglu(
