@@ -133,8 +133,8 @@ def check_conv(dtype, grid, d=16, B=2, seed=0):
 def main():
     cases = []
     for dtype in DTYPES.values():
-        # 50 tokens: one partial tile; 196: a 14 x 14 grid, four tiles
-        # split over four programs per head.
+        # Tiles of 32 tokens: 50 tokens, a full and a partial one; 196 (a
+        # 14 x 14 grid), seven, split over seven programs per head.
         for N in (50, 196):
             cases.append(check(dtype, N))
     # Head width 64 (ViT-B), one not a power of two, per-sample weights.

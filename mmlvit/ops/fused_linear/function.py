@@ -101,9 +101,10 @@ class Launch:
             are an H x W grid in raster order, cut into side x side blocks
             of ceil(H/side) x ceil(W/side), each a segment (MHLA). None: one
             segment.
+        block_n (int): Tokens per tile. Defaults to :data:`BLOCK_N`.
     """
 
-    def __init__(self, q, v, mode, eps, scale, blocks=None):
+    def __init__(self, q, v, mode, eps, scale, blocks=None, block_n=BLOCK_N):
         self.B, self.H, self.N, self.DK = q.shape
         self.DV = v.shape[-1]
         self.BK, self.BV = _width(self.DK), _width(self.DV)
@@ -116,7 +117,7 @@ class Launch:
             block_h, block_w = -(-grid_h // side), -(-grid_w // side)
             self.segs, self.seg_len = side * side, block_h * block_w
             self.grid = (grid_h, grid_w, block_h, block_w, side)
-        self.tiles = triton.cdiv(self.seg_len, BLOCK_N)
+        self.tiles = triton.cdiv(self.seg_len, block_n)
         self.splits, self.per_split = token_splits(
             self.tiles, self.BH * self.segs
         )
@@ -127,7 +128,7 @@ class Launch:
             MODE=MODES[mode],
             BLOCKED=blocks is not None,
             PRECISION=_precision(q.dtype),
-            BLOCK_N=BLOCK_N,
+            BLOCK_N=block_n,
             BLOCK_K=self.BK,
             BLOCK_V=self.BV,
             num_warps=NUM_WARPS,

@@ -28,9 +28,12 @@ from ..recompute import OutputsOfStates
 from . import swiglu_kernels as kernels
 from .reference import normalised
 
-# Each program holds several fp32 d x d matrices (W1, W2 and two sums or
-# gradients): twice the fused linear attentions' warps spread them.
+# Each program holds up to six fp32 d x d matrices (W1, W2, two sums or
+# gradients and two partial sums: 96 KB at d = 64) and a dozen fp32 token
+# tiles: twice the fused linear attentions' warps and half their tiles keep
+# that within the registers (about 200 per thread at d = 64).
 NUM_WARPS = 8
+BLOCK_N = 32
 
 
 class SwiGLULaunch(Launch):
@@ -40,7 +43,7 @@ class SwiGLULaunch(Launch):
     :class:`~mmlvit.ops.recompute.OutputsOfStates`."""
 
     def __init__(self, q, scale):
-        super().__init__(q, q, 'identity', 0.0, scale)
+        super().__init__(q, q, 'identity', 0.0, scale, block_n=BLOCK_N)
 
     def kernel_options(self, **extra):
         """The kernels' compile-time options."""
