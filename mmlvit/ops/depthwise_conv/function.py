@@ -8,7 +8,10 @@ from torch import Tensor
 from ..fused_linear.function import BLOCK_N, token_splits
 from . import kernels
 
-NUM_WARPS = 4
+# A program holds fp32 tiles of 64 tokens x 64 channels and their 64-bit
+# addresses: about 255 registers a thread at 4 warps, about 110 at 8
+# (sm_90; tools/analysis/kernel_resources.py).
+NUM_WARPS = 8
 MAX_BLOCK_C = 64  # channels per program
 
 

@@ -83,7 +83,9 @@ def _weighted_taps(
     """sum_t w[t] * x[nbr_t(p)] (``FLIP``: at the undoing taps) of one
     tile, fp32."""
     acc = tl.zeros((BLOCK_N, BLOCK_C), tl.float32)
-    for tap in tl.static_range(KS * KS):
+    # A loop, not unrolled: unrolled, the compiler hoists every tap's load
+    # and holds KS^2 tiles at once (spilling).
+    for tap in range(KS * KS):
         at = KS * KS - 1 - tap if FLIP else tap
         x = _shifted_tile(
             x_ptr, x_strides, b, tokens, valid, grid_h, grid_w, at, cols, C,
@@ -141,7 +143,7 @@ def weight_grad_kernel(
             g_ptr, (sgb, sgc, sgy, sgx), b, tokens, valid, grid_h, grid_w,
             KS * KS // 2, cols, C, KS,
         )  # fmt: skip
-        for tap in tl.static_range(KS * KS):
+        for tap in range(KS * KS):  # a loop, as in _weighted_taps
             x = _shifted_tile(
                 x_ptr, x_strides, b, tokens, valid, grid_h, grid_w, tap,
                 cols, C, KS,

@@ -30,11 +30,15 @@ SUB_BLOCK = 16
 # backward, all d_v) channels of a sub-block.
 MAX_HEAD_DIM = 128
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-# Fixed launch configuration of each kernel (Triton's launch options).
+# Fixed launch configuration of each kernel (Triton's launch options). The
+# output and gradient kernels hold a chunk's states and every channel of
+# its sub-blocks: at 4 warps they spill (sm_90, bf16, d = 64: 1040 and 3224
+# bytes of stack per thread), at 8 not or far less (0 and 928 bytes;
+# tools/analysis/kernel_resources.py).
 LAUNCH = {
     'states': dict(num_warps=4),
-    'forward': dict(num_warps=4),
-    'backward': dict(num_warps=4),
+    'forward': dict(num_warps=8),
+    'backward': dict(num_warps=8),
     'gate_grad': dict(num_warps=4),
 }
 

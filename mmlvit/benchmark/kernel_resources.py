@@ -1,0 +1,121 @@
+"""What a Triton kernel asks of a GPU multiprocessor, found without a GPU.
+
+Triton's own compiler and the ``ptxas`` it ships compile a kernel for a
+target architecture (no device needed); ``cuobjdump`` (shipped too) reads
+the cubin's registers per thread, the stack a thread spills to (local
+memory, a round trip through the caches for every spilled value) and the
+static shared memory. From the registers follows how many warps one
+multiprocessor's register file holds at once.
+"""
+
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+# An sm_80 / sm_90 multiprocessor: 64 K 32-bit registers, at most 64
+# resident warps; registers are given to a warp in units of 256 (8 per
+# thread).
+REGISTERS_PER_SM = 65536
+MAX_WARPS_PER_SM = 64
+REGISTER_UNIT = 8
+
+_USAGE = re.compile(r'REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)')
+
+
+@dataclass
+class KernelCase:
+    """One kernel at one launch configuration.
+
+    Args:
+        name (str): How the table names it.
+        fn: The ``@triton.jit`` function.
+        pointers (dict): Pointer arguments and their element types, e.g.
+            ``{'q_ptr': 'bf16'}``.
+        constexprs (dict): Its compile-time arguments.
+        num_warps (int): Warps per program.
+        floats (tuple): Scalar float arguments (other scalars are i32).
+    """
+
+    name: str
+    fn: object
+    pointers: dict
+    constexprs: dict
+    num_warps: int
+    floats: tuple = ()
+
+    def signature(self):
+        """Triton's signature: a type for every argument."""
+        types = {}
+        for arg in self.fn.arg_names:
+            if arg in self.constexprs:
+                types[arg] = 'constexpr'
+            elif arg in self.pointers:
+                types[arg] = '*' + self.pointers[arg]
+            else:
+                types[arg] = 'fp32' if arg in self.floats else 'i32'
+        return types
+
+
+def parse_usage(text):
+    """(registers, stack bytes, shared bytes) of the first function in
+    ``cuobjdump --dump-resource-usage`` output."""
+    match = _USAGE.search(text)
+    if match is None:
+        raise ValueError(f'No resource usage in cuobjdump output: {text!r}')
+    return tuple(int(x) for x in match.groups())
+
+
+def resident_warps(registers, num_warps):
+    """Warps of one kernel a multiprocessor's registers hold at once
+    (whole programs of ``num_warps``; other limits left out)."""
+    per_thread = -(-registers // REGISTER_UNIT) * REGISTER_UNIT
+    programs = REGISTERS_PER_SM // (per_thread * 32 * num_warps)
+    return min(programs * num_warps, MAX_WARPS_PER_SM)
+
+
+def _tool(name):
+    import triton
+
+    return os.path.join(
+        os.path.dirname(triton.__file__), 'backends', 'nvidia', 'bin', name
+    )
+
+
+def kernel_resources(case, arch=90):
+    """Compile ``case`` for sm_``arch`` and read what it uses.
+
+    Returns:
+        dict: ``registers`` per thread, ``spill_bytes`` (stack per thread),
+        ``shared_bytes`` (static), ``resident_warps`` per multiprocessor.
+    """
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    source = ASTSource(
+        fn=case.fn, signature=case.signature(), constexprs=case.constexprs
+    )
+    compiled = triton.compile(
+        source,
+        target=GPUTarget('cuda', arch, 32),
+        options=dict(num_warps=case.num_warps),
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, 'kernel.cubin')
+        with open(path, 'wb') as f:
+            f.write(compiled.asm['cubin'])
+        usage = subprocess.run(
+            [_tool('cuobjdump'), '--dump-resource-usage', path],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    registers, stack, shared = parse_usage(usage)
+    return dict(
+        registers=registers,
+        spill_bytes=stack,
+        shared_bytes=shared,
+        resident_warps=resident_warps(registers, case.num_warps),
+    )
