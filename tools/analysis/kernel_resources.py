@@ -38,17 +38,19 @@ def fused_linear_cases():
         MODE=kernels.RELU, BLOCKED=False, PRECISION='bf16',
         BLOCK_N=function.BLOCK_N, BLOCK_K=D, BLOCK_V=D,
     )  # fmt: skip
-    names = ('state', 'output', 'query_grad', 'key_value_grad')
+    warps = dict(state=function.NUM_WARPS, output=function.NUM_WARPS)
+    warps.update(query_grad=function.GRAD_NUM_WARPS)
+    warps.update(key_value_grad=function.GRAD_NUM_WARPS)
     return [
         KernelCase(
             f'fused_linear.{name}_kernel',
             getattr(kernels, f'{name}_kernel'),
             pointers,
             constexprs,
-            function.NUM_WARPS,
+            num_warps,
             floats=('eps', 'alpha'),
         )
-        for name in names
+        for name, num_warps in warps.items()
     ]
 
 

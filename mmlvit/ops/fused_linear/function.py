@@ -31,6 +31,11 @@ MODES = {
 }
 BLOCK_N = 64  # tokens per tile
 NUM_WARPS = 4
+# The gradient kernels hold the state, its transpose and its gradient as
+# fp32 tiles beside the token tiles: at 4 warps they spill (sm_90, bf16,
+# d = 64: 272 and 64 bytes a thread), at 8 not
+# (tools/analysis/kernel_resources.py).
+GRAD_NUM_WARPS = 8
 # Products of bf16 inputs: 'bf16' rounds their fp32 operands (feature
 # maps, states) to bf16 and runs the tensor cores at full rate; bf16 has
 # fp32's exponent range, so a state rounds but cannot overflow. 'tf32'
@@ -177,9 +182,14 @@ class Launch:
             q, do, dq, s, z, zv, ds, dz, dzv,
             *_strides(q), *_strides(do), *_strides(dq), *self.geometry,
             self.splits, self.per_split, self.eps, self.alpha,
-            **self.constants,
+            **self.grad_constants,
         )  # fmt: skip
         return dq, (_total(ds), _total(dz), _total(dzv))
+
+    @property
+    def grad_constants(self):
+        """The gradient kernels' compile-time options."""
+        return dict(self.constants, num_warps=GRAD_NUM_WARPS)
 
     def partials(self, device):
         """fp32 buffers for per-split S, z, z_v: (B*H, SEGS, splits, ...)."""
@@ -216,7 +226,7 @@ class SegmentStates(torch.autograd.Function):
         kernels.key_value_grad_kernel[(launch.BH, launch.segs * launch.tiles)](
             k, v, dk, dv, ds, dz, dzv,
             *_strides(k), *_strides(v), *_strides(dk), *_strides(dv),
-            *launch.geometry, launch.tiles, **launch.constants,
+            *launch.geometry, launch.tiles, **launch.grad_constants,
         )  # fmt: skip
         return dk, dv, None
 

@@ -32,8 +32,8 @@ MAX_HEAD_DIM = 128
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Fixed launch configuration of each kernel (Triton's launch options). The
 # output and gradient kernels hold a chunk's states and every channel of
-# its sub-blocks: at 4 warps they spill (sm_90, bf16, d = 64: 1040 and 3224
-# bytes of stack per thread), at 8 not or far less (0 and 928 bytes;
+# its sub-blocks: 8 warps give them 127 and 242 registers a thread and no
+# spill (sm_90, bf16, d = 64; at 4 warps the gradient kernel spills;
 # tools/analysis/kernel_resources.py).
 LAUNCH = {
     'states': dict(num_warps=4),

@@ -80,7 +80,9 @@ def bigla_bwd_kernel(
     total_b = tl.sum(_tile(gb, chunk, ks, sgt, sgd, T, K), 0)
     before_f = tl.zeros([BK], dtype=tl.float32)
     before_b = tl.zeros([BK], dtype=tl.float32)
-    for r in tl.static_range(NC):
+    # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
+    # several sub-blocks' tiles live at once and spills (kernel_resources).
+    for r in range(NC):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
         k_r = _tile(k, rows_r, ks, skt, skd, T, K)
@@ -115,7 +117,7 @@ def bigla_bwd_kernel(
         dk_b_in = tl.zeros([BC, BK], dtype=tl.float32)
         before_fj = tl.zeros([BK], dtype=tl.float32)
         before_bj = tl.zeros([BK], dtype=tl.float32)
-        for j in tl.static_range(NC):
+        for j in range(NC):
             rows_j = i_c * BT + j * BC + sub
             q_j = _tile(q, rows_j, ks, sqt, sqd, T, K)
             k_j = _tile(k, rows_j, ks, skt, skd, T, K)

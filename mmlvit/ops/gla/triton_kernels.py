@@ -166,7 +166,9 @@ def bigla_fwd_kernel(
     total_b = tl.sum(_tile(gb, chunk, ks, sgt, sgd, T, K), 0)
     before_f = tl.zeros([BK], dtype=tl.float32)  # gf summed before block r
     before_b = tl.zeros([BK], dtype=tl.float32)
-    for r in tl.static_range(NC):
+    # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
+    # several sub-blocks' tiles live at once and spills (kernel_resources).
+    for r in range(NC):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
         g_r = _tile(gf, rows_r, ks, sft, sfd, T, K)
@@ -178,7 +180,7 @@ def bigla_fwd_kernel(
         acc += _mm(q_r * tl.exp(after_b[None, :] + cb_r), state_b, DT, DOT)
         before_fj = tl.zeros([BK], dtype=tl.float32)
         before_bj = tl.zeros([BK], dtype=tl.float32)
-        for j in tl.static_range(NC):
+        for j in range(NC):
             rows_j = i_c * BT + j * BC + sub
             k_j = _tile(k, rows_j, ks, skt, skd, T, K)
             v_j = _tile(v, rows_j, vs, svt, svd, T, V)
