@@ -34,11 +34,10 @@ def _program_tokens(split, t, tiles_per_split, N, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _grid_offsets(strides, b, y, x, cols):
-    sb, sc, sy, sx = strides
+def _grid_offsets(sc, sy, sx, y, x, cols):
+    """Offsets of (rows y, columns x) x channels within one image."""
     return (
-        b.to(tl.int64) * sb
-        + y[:, None].to(tl.int64) * sy
+        y[:, None].to(tl.int64) * sy
         + x[:, None].to(tl.int64) * sx
         + cols[None, :].to(tl.int64) * sc
     )
@@ -46,23 +45,23 @@ def _grid_offsets(strides, b, y, x, cols):
 
 @triton.jit
 def _shifted_tile(
-    ptr, strides, b, tokens, valid, grid_h, grid_w, tap, cols, C,
+    ptr, sc, sy, sx, tokens, valid, grid_h, grid_w, tap, cols, C,
     KS: tl.constexpr,
 ):  # fmt: skip
-    """The (tokens, channels) tile of image b at the tokens shifted by
-    ``tap``, fp32, zero off the grid."""
+    """The (tokens, channels) tile of the image at ``ptr`` at the tokens
+    shifted by ``tap``, fp32, zero off the grid."""
     y = tokens // grid_w + tap // KS - KS // 2
     x = tokens % grid_w + tap % KS - KS // 2
     inside = valid & (y >= 0) & (y < grid_h) & (x >= 0) & (x < grid_w)
-    offsets = _grid_offsets(strides, b, y, x, cols)
+    offsets = _grid_offsets(sc, sy, sx, y, x, cols)
     mask = inside[:, None] & (cols[None, :] < C)
     return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
 
 
 @triton.jit
-def _store_tile(ptr, strides, b, tokens, valid, grid_w, cols, C, value):
+def _store_tile(ptr, sc, sy, sx, tokens, valid, grid_w, cols, C, value):
     y, x = tokens // grid_w, tokens % grid_w
-    offsets = _grid_offsets(strides, b, y, x, cols)
+    offsets = _grid_offsets(sc, sy, sx, y, x, cols)
     mask = valid[:, None] & (cols[None, :] < C)
     tl.store(ptr + offsets, value.to(ptr.dtype.element_ty), mask=mask)
 
@@ -76,21 +75,20 @@ def _tap_row(ptr, index, tap, cols, C, KS: tl.constexpr):
 
 @triton.jit
 def _weighted_taps(
-    x_ptr, x_strides, w_ptr, w_index, b, tokens, valid, grid_h, grid_w,
+    x_ptr, sc, sy, sx, w_ptr, w_index, tokens, valid, grid_h, grid_w,
     cols, C, FLIP: tl.constexpr, KS: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):  # fmt: skip
     """sum_t w[t] * x[nbr_t(p)] (``FLIP``: at the undoing taps) of one
-    tile, fp32."""
+    tile of the image at ``x_ptr``, fp32."""
     acc = tl.zeros((BLOCK_N, BLOCK_C), tl.float32)
     # A loop, not unrolled: unrolled, the compiler hoists every tap's load
     # and holds KS^2 tiles at once (spilling).
     for tap in range(KS * KS):
         at = KS * KS - 1 - tap if FLIP else tap
         x = _shifted_tile(
-            x_ptr, x_strides, b, tokens, valid, grid_h, grid_w, at, cols, C,
-            KS,
-        )  # fmt: skip
+            x_ptr, sc, sy, sx, tokens, valid, grid_h, grid_w, at, cols, C, KS
+        )
         acc += _tap_row(w_ptr, w_index, tap, cols, C, KS)[None, :] * x
     return acc
 
@@ -109,14 +107,14 @@ def conv_kernel(
     tokens, valid = _program_tokens(tl.program_id(1), 0, 1, N, BLOCK_N)
     cols = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
     y = _weighted_taps(
-        x_ptr, (sxb, sxc, sxy, sxx), w_ptr, b if PER_IMAGE else b * 0, b,
-        tokens, valid, grid_h, grid_w, cols, C, FLIP, KS, BLOCK_N, BLOCK_C,
+        x_ptr + b.to(tl.int64) * sxb, sxc, sxy, sxx, w_ptr,
+        b if PER_IMAGE else b * 0, tokens, valid, grid_h, grid_w, cols, C,
+        FLIP, KS, BLOCK_N, BLOCK_C,
     )  # fmt: skip
     if HAS_BIAS:
         y += tl.load(bias_ptr + cols, mask=cols < C, other=0.0)[None, :]
-    _store_tile(
-        y_ptr, (syb, syc, syy, syx), b, tokens, valid, grid_w, cols, C, y
-    )
+    y_ptr += b.to(tl.int64) * syb
+    _store_tile(y_ptr, syc, syy, syx, tokens, valid, grid_w, cols, C, y)
 
 
 @triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
@@ -134,18 +132,19 @@ def weight_grad_kernel(
     split = tl.program_id(1)
     cols = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
     taps = tl.arange(0, TAPS)
-    x_strides = (sxb, sxc, sxy, sxx)
+    x_ptr += b.to(tl.int64) * sxb
+    g_ptr += b.to(tl.int64) * sgb
     dw = tl.zeros((TAPS, BLOCK_C), tl.float32)
     for t in range(tiles_per_split):
         tokens, valid = _program_tokens(split, t, tiles_per_split, N, BLOCK_N)
         # g at the centre tap: the tokens themselves.
         g = _shifted_tile(
-            g_ptr, (sgb, sgc, sgy, sgx), b, tokens, valid, grid_h, grid_w,
+            g_ptr, sgc, sgy, sgx, tokens, valid, grid_h, grid_w,
             KS * KS // 2, cols, C, KS,
         )  # fmt: skip
         for tap in range(KS * KS):  # a loop, as in _weighted_taps
             x = _shifted_tile(
-                x_ptr, x_strides, b, tokens, valid, grid_h, grid_w, tap,
+                x_ptr, sxc, sxy, sxx, tokens, valid, grid_h, grid_w, tap,
                 cols, C, KS,
             )  # fmt: skip
             row = tl.sum(g * x, axis=0)
