@@ -4,6 +4,7 @@ without a GPU, their registers, spills and resident warps."""
 import json
 
 import pytest
+import torch
 
 from mmlvit.benchmark.kernel_resources import parse_usage, resident_warps
 
@@ -34,16 +35,18 @@ def test_resident_warps_follow_the_register_file():
 
 
 def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):
-    """The depthwise-convolution kernels, shipped and at 4 warps: sane
-    figures, written as a table and JSON; at their shipped configuration
-    they do not spill (their tap loops are not unrolled, so one tap's tile
-    is live at a time)."""
+    """The depthwise-convolution kernels for fp16 tokens, shipped and at 4
+    warps: sane figures, written as a table and JSON; at their shipped
+    configuration they do not spill (their tap loops are not unrolled, so
+    one tap's tile is live at a time)."""
     tool = load_tool('tools/analysis/kernel_resources.py')
     results = tool.main(
         ['--families', 'depthwise_conv', '--num-warps', '4']
-        + ['--out-dir', str(tmp_path)]
+        + ['--dtype', 'fp16', '--out-dir', str(tmp_path)]
     )
-    shipped = tool.FAMILIES['depthwise_conv']()[0].num_warps
+    cases = tool.FAMILIES['depthwise_conv'](torch.float16, 'fp16')
+    assert cases[0].pointers['x_ptr'] == 'fp16'
+    shipped = cases[0].num_warps
     assert {r['num_warps'] for r in results} == {4, shipped}
     assert len(results) == 8
     for row in results:
@@ -52,4 +55,5 @@ def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):
         if row['num_warps'] == shipped:
             assert row['spill_bytes'] == 0, row
     assert json.loads((tmp_path / 'results.json').read_text()) == results
-    assert 'resident warps' in (tmp_path / 'table.md').read_text()
+    table = (tmp_path / 'table.md').read_text()
+    assert 'resident warps' in table and 'fp16' in table

@@ -3,8 +3,9 @@ project at its shipped launch configuration, without a GPU.
 
 Each kernel is compiled by Triton's compiler and the ptxas it ships for an
 sm_90 (H100 / H200) multiprocessor, for ViT-B heads (d = 64, 768
-channels) in bf16, with the tile sizes and warps its launch code uses
-(:mod:`mmlvit.benchmark.kernel_resources`). A kernel that spills keeps
+channels) in bf16 (``--dtype``), with the tile sizes, precision and warps
+its launch code gives it (read from the launch objects themselves;
+:mod:`mmlvit.benchmark.kernel_resources`). A kernel that spills keeps
 values in local memory (a round trip through the caches each time);
 ``resident warps`` is how many of its warps one multiprocessor's
 registers hold at once. ``--num-warps`` compiles other warp counts beside
@@ -18,6 +19,7 @@ Example::
 import argparse
 import os.path as osp
 
+import torch
 from mmengine.utils import mkdir_or_exist
 
 from mmlvit import benchmark as core
@@ -27,120 +29,116 @@ D = 64  # ViT-B head width
 C = 768  # ViT-B channels
 
 
-def fused_linear_cases():
+def _split_warps(options):
+    """(compile-time options, num_warps) of a launch's keyword options."""
+    options = dict(options)
+    return options, options.pop('num_warps')
+
+
+def fused_linear_cases(dtype, name):
     from mmlvit.ops.fused_linear import function, kernels
 
-    tokens = {n: 'bf16' for n in ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv')}
-    pointers = {f'{n}_ptr': t for n, t in tokens.items()}
-    pointers.update({f'{n}_ptr': 'fp32' for n in ('s', 'z', 'zv')})
-    pointers.update({f'{n}_ptr': 'fp32' for n in ('ds', 'dz', 'dzv')})
-    constexprs = dict(
-        MODE=kernels.RELU, BLOCKED=False, PRECISION='bf16',
-        BLOCK_N=function.BLOCK_N, BLOCK_K=D, BLOCK_V=D,
-    )  # fmt: skip
-    warps = dict(state=function.NUM_WARPS, output=function.NUM_WARPS)
-    warps.update(query_grad=function.GRAD_NUM_WARPS)
-    warps.update(key_value_grad=function.GRAD_NUM_WARPS)
+    tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv')
+    pointers = {f'{n}_ptr': name for n in tokens}
+    states = ('s', 'z', 'zv', 'ds', 'dz', 'dzv')
+    pointers.update({f'{n}_ptr': 'fp32' for n in states})
+    q = torch.empty(1, 1, 64, D, dtype=dtype)
+    launch = function.Launch(q, q, 'relu', 1e-6, 1.0)
+    forward = _split_warps(launch.constants)
+    grads = _split_warps(launch.grad_constants)
+    kinds = dict(state=forward, output=forward)
+    kinds.update(query_grad=grads, key_value_grad=grads)
     return [
         KernelCase(
-            f'fused_linear.{name}_kernel',
-            getattr(kernels, f'{name}_kernel'),
+            f'fused_linear.{kind}_kernel',
+            getattr(kernels, f'{kind}_kernel'),
             pointers,
-            constexprs,
-            num_warps,
+            *options,
             floats=('eps', 'alpha'),
         )
-        for name, num_warps in warps.items()
+        for kind, options in kinds.items()
     ]
 
 
-def ttt_cases():
-    from mmlvit.ops.ttt import swiglu_function as function
+def ttt_cases(dtype, name):
     from mmlvit.ops.ttt import swiglu_kernels as kernels
+    from mmlvit.ops.ttt.swiglu_function import SwiGLULaunch
 
     tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv')
-    pointers = {f'{n}_ptr': 'bf16' for n in tokens}
+    pointers = {f'{n}_ptr': name for n in tokens}
     squares = ('w1', 'w2', 'r1', 'r2', 'a1', 'a2', 'dr1', 'dr2', 'g1', 'g2')
     pointers.update({f'{n}_ptr': 'fp32' for n in squares})
-    constexprs = dict(
-        PRECISION='bf16', BLOCK_N=function.BLOCK_N, BLOCK_D=D,
-        W_PER_BATCH=False,
-    )  # fmt: skip
-    names = ('step_sums', 'output', 'query_grad', 'key_value_grad')
+    launch = SwiGLULaunch(torch.empty(1, 1, 64, D, dtype=dtype), 1.0)
+    options, warps = _split_warps(launch.kernel_options(W_PER_BATCH=False))
     cases = []
-    for name in names:
-        fn = getattr(kernels, f'{name}_kernel')
-        options = {k: v for k, v in constexprs.items() if k in fn.arg_names}
+    for kind in ('step_sums', 'output', 'query_grad', 'key_value_grad'):
+        fn = getattr(kernels, f'{kind}_kernel')
+        own = {k: v for k, v in options.items() if k in fn.arg_names}
         cases.append(
-            KernelCase(
-                f'ttt.swiglu.{name}_kernel',
-                fn,
-                pointers,
-                options,
-                function.NUM_WARPS,
-            )
+            KernelCase(f'ttt.swiglu.{kind}_kernel', fn, pointers, own, warps)
         )
     return cases
 
 
-def depthwise_conv_cases():
-    from mmlvit.ops.depthwise_conv import function, kernels
+def depthwise_conv_cases(dtype, name):
+    from mmlvit.ops.depthwise_conv import kernels
+    from mmlvit.ops.depthwise_conv.function import GridLaunch
 
-    pointers = {f'{n}_ptr': 'bf16' for n in ('x', 'y', 'g')}
+    pointers = {f'{n}_ptr': name for n in ('x', 'y', 'g')}
     pointers.update({f'{n}_ptr': 'fp32' for n in ('w', 'bias', 'dw')})
-    tiles = dict(BLOCK_N=function.BLOCK_N, BLOCK_C=function.MAX_BLOCK_C)
     cases = []
-    for ks, use in ((5, 'MHLA value conv'), (3, 'TTT conv head')):
+    for ks, channels, use in ((5, C, 'MHLA value conv'), (3, D, 'TTT head')):
+        grid = torch.empty(1, channels, 14, 14, dtype=dtype)
+        options, warps = _split_warps(GridLaunch(grid, ks).constants)
         conv = dict(PER_IMAGE=ks == 3, HAS_BIAS=ks == 5, FLIP=False)
         grads = dict(TAPS=16 if ks == 3 else 32)
-        for name, extra in (('conv', conv), ('weight_grad', grads)):
+        for kind, extra in (('conv', conv), ('weight_grad', grads)):
             cases.append(
                 KernelCase(
-                    f'depthwise_conv.{name}_kernel ({ks}x{ks}, {use})',
-                    getattr(kernels, f'{name}_kernel'),
+                    f'depthwise_conv.{kind}_kernel ({ks}x{ks}, {use})',
+                    getattr(kernels, f'{kind}_kernel'),
                     pointers,
-                    dict(KS=ks, **tiles, **extra),
-                    function.NUM_WARPS,
+                    dict(options, **extra),
+                    warps,
                 )
             )
     return cases
 
 
-def gla_cases():
-    import triton.language as tl
-
+def gla_cases(dtype, name):
     from mmlvit.ops.gla import triton_backend as backend
     from mmlvit.ops.gla import triton_backward_kernels, triton_kernels
 
     tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv', 'x', 'y')
-    pointers = {n: 'bf16' for n in tokens}
+    pointers = {n: name for n in tokens}
     gates = ('gf', 'gb', 'g0', 'g1', 'states', 'd_states', 'out', 'dg')
     pointers.update({n: 'fp32' for n in gates})
-    dtypes = dict(DT=tl.bfloat16, DOT=tl.bfloat16)
-    chunk = dict(K=D, V=D, BT=backend.CHUNK)
-    launch = backend.LAUNCH
+    DT, DOT = backend._dtypes(dtype)
+    chunk = dict(K=D, V=D, BT=backend.CHUNK, DT=DT, DOT=DOT)
+    blocks = dict(chunk, BC=backend.SUB_BLOCK, BK=D, BV=D)
+    warps = {k: v['num_warps'] for k, v in backend.LAUNCH.items()}
     return [
         KernelCase(
             'gla.chunk_states_kernel',
             triton_kernels.chunk_states_kernel,
             pointers,
-            dict(chunk, BK=32, BV=32, INCLUSIVE=False, **dtypes),
-            launch['states']['num_warps'],
+            dict(chunk, BK=32, BV=32, INCLUSIVE=False),
+            warps['states'],
         ),
         KernelCase(
             'gla.bigla_fwd_kernel',
             triton_kernels.bigla_fwd_kernel,
             pointers,
-            dict(chunk, BC=backend.SUB_BLOCK, BK=D, BV=D, **dtypes),
-            launch['forward']['num_warps'],
+            blocks,
+            warps['forward'],
             floats=('scale',),
         ),
         KernelCase(
             'gla.bigla_bwd_kernel',
             triton_backward_kernels.bigla_bwd_kernel,
             pointers,
-            dict(chunk, BC=backend.SUB_BLOCK, BK=D, BV=D, **dtypes),
-            launch['backward']['num_warps'],
+            blocks,
+            warps['backward'],
             floats=('scale',),
         ),
         KernelCase(
@@ -148,7 +146,7 @@ def gla_cases():
             triton_backward_kernels.gate_grad_cumsum_kernel,
             pointers,
             dict(K=D, BT=backend.CHUNK, BK=32),
-            launch['gate_grad']['num_warps'],
+            warps['gate_grad'],
         ),
     ]
 
@@ -180,6 +178,12 @@ def parse_args(argv=None):
         default=[],
         help='also compile with these warp counts (the shipped one always)',
     )
+    parser.add_argument(
+        '--dtype',
+        choices=tuple(core.DTYPES),
+        default='bf16',
+        help='dtype of the tokens (autocast); default: %(default)s',
+    )
     parser.add_argument('--arch', type=int, default=90, help='sm_ARCH')
     core.add_out_dir_argument(
         parser, 'work_dirs/kernel_resources', 'table.md and results.json'
@@ -191,8 +195,9 @@ def main(argv=None):
     args = parse_args(argv)
     mkdir_or_exist(args.out_dir)
     rows, results = [], []
+    dtype = core.DTYPES[args.dtype]
     for family in args.families:
-        for case in FAMILIES[family]():
+        for case in FAMILIES[family](dtype, args.dtype):
             shipped = case.num_warps
             for warps in sorted({shipped, *args.num_warps}):
                 case.num_warps = warps
@@ -210,7 +215,9 @@ def main(argv=None):
     header = ['kernel', 'warps', 'registers', 'spill bytes', 'shared bytes']
     header.append('resident warps')
     lines = core.markdown_table(header, rows, '--' + ':' * 4)
-    lines.insert(0, f'sm_{args.arch}, bf16, head width {D}, per thread\n')
+    lines.insert(
+        0, f'sm_{args.arch}, {args.dtype}, head width {D}, per thread\n'
+    )
     core.write_json(osp.join(args.out_dir, 'results.json'), results)
     core.write_table(osp.join(args.out_dir, 'table.md'), '\n'.join(lines), [])
     return results

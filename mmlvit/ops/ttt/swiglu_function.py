@@ -46,9 +46,13 @@ class SwiGLULaunch(Launch):
         super().__init__(q, q, 'identity', 0.0, scale, block_n=BLOCK_N)
 
     def kernel_options(self, **extra):
-        """The kernels' compile-time options."""
+        """The kernels' compile-time options. fp32 inputs multiply as three
+        tf32 products (fp32's accuracy on tensor cores): at 'ieee' the
+        compiler keeps these kernels' product tiles in local memory (2-10
+        KB a thread on sm_90; tools/analysis/kernel_resources.py)."""
+        precision = self.constants['PRECISION']
         return dict(
-            PRECISION=self.constants['PRECISION'],
+            PRECISION='tf32x3' if precision == 'ieee' else precision,
             BLOCK_N=self.constants['BLOCK_N'],
             BLOCK_D=self.BK,
             num_warps=NUM_WARPS,
