@@ -6,13 +6,13 @@ raw sums R1, R2, fp32 (B, H, d, d)) and
 :class:`~mmlvit.ops.recompute.OutputsOfStates` (q and a function giving
 the stepped weights W1', W2', which calls StepSums and takes the
 norm-clipped step in PyTorch -> o; :class:`SwiGLULaunch` runs its
-kernels). Forward is one reduction
-over token ranges (partial sums added up in fp32) and one output launch;
-backward one reduction for dq and dW', the step's backward in PyTorch on
-d x d matrices, and one reduction for dk, dv and dW. Saved for backward:
-q, k, v (views of the caller's tensors, no copies) and the learned
-weights; the sums and the stepped weights are recomputed (one more
-reduction in backward), the N-sized intermediates never leave registers.
+kernels). Forward is one reduction over token ranges (partial sums added
+up in fp32) and one output launch; backward one reduction for dq and
+dW', the step's backward in PyTorch on d x d matrices, and one reduction
+for dk, dv and dW. Saved for backward: q, k, v (views of the caller's
+tensors, no copies) and the learned weights; the sums and the stepped
+weights are recomputed (one more reduction in backward), the N-sized
+intermediates never leave registers.
 """
 
 import torch
