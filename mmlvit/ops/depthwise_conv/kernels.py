@@ -23,14 +23,9 @@ and outputs keep their dtype.
 import triton
 import triton.language as tl
 
+from ..fused_linear.kernels import _range_tokens
+
 SIZES = ['C', 'grid_h', 'grid_w', 'N']
-
-
-@triton.jit
-def _program_tokens(split, t, tiles_per_split, N, BLOCK_N: tl.constexpr):
-    """Token indices of tile ``t`` of a split's range, and which exist."""
-    idx = (split * tiles_per_split + t) * BLOCK_N + tl.arange(0, BLOCK_N)
-    return idx, idx < N
 
 
 @triton.jit
@@ -104,7 +99,7 @@ def conv_kernel(
     """y (or, with ``FLIP``, the data gradient) of one tile: grid
     (B, token tiles, channel blocks)."""
     b = tl.program_id(0)
-    tokens, valid = _program_tokens(tl.program_id(1), 0, 1, N, BLOCK_N)
+    tokens, valid = _range_tokens(tl.program_id(1), 0, 1, N, BLOCK_N)
     cols = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
     y = _weighted_taps(
         x_ptr + b.to(tl.int64) * sxb, sxc, sxy, sxx, w_ptr,
@@ -136,7 +131,7 @@ def weight_grad_kernel(
     g_ptr += b.to(tl.int64) * sgb
     dw = tl.zeros((TAPS, BLOCK_C), tl.float32)
     for t in range(tiles_per_split):
-        tokens, valid = _program_tokens(split, t, tiles_per_split, N, BLOCK_N)
+        tokens, valid = _range_tokens(split, t, tiles_per_split, N, BLOCK_N)
         # g at the centre tap: the tokens themselves.
         g = _shifted_tile(
             g_ptr, sgc, sgy, sgx, tokens, valid, grid_h, grid_w,

@@ -81,6 +81,13 @@ def _tokens(
 
 
 @triton.jit
+def _range_tokens(split, t, tiles_per_split, N, BLOCK_N: tl.constexpr):
+    """Token indices of tile ``t`` of a split's range of N, and which exist."""
+    idx = (split * tiles_per_split + t) * BLOCK_N + tl.arange(0, BLOCK_N)
+    return idx, idx < N
+
+
+@triton.jit
 def _offsets(stride_b, stride_h, stride_n, bh, H, tokens, cols):
     b = bh // H
     h = bh % H
@@ -189,7 +196,7 @@ def state_kernel(
     z = tl.zeros((BLOCK_K,), tl.float32)
     zv = tl.zeros((BLOCK_V,), tl.float32)
     for t in range(tiles_per_split):
-        idx = (split * tiles_per_split + t) * BLOCK_N + tl.arange(0, BLOCK_N)
+        idx, _ = _range_tokens(split, t, tiles_per_split, seg_len, BLOCK_N)
         tokens, valid = _tokens(
             seg, idx, seg_len, grid_h, grid_w, block_h, block_w, side, BLOCKED
         )
@@ -273,7 +280,7 @@ def query_grad_kernel(
     dz = tl.zeros((BLOCK_K,), tl.float32)
     dzv = tl.zeros((BLOCK_V,), tl.float32)
     for t in range(tiles_per_split):
-        idx = (split * tiles_per_split + t) * BLOCK_N + tl.arange(0, BLOCK_N)
+        idx, _ = _range_tokens(split, t, tiles_per_split, seg_len, BLOCK_N)
         tokens, valid = _tokens(
             seg, idx, seg_len, grid_h, grid_w, block_h, block_w, side, BLOCKED
         )

@@ -26,7 +26,7 @@ sums (index bh * splits + split).
 import triton
 import triton.language as tl
 
-from ..fused_linear.kernels import _dot, _store, _tile
+from ..fused_linear.kernels import _dot, _range_tokens, _store, _tile
 
 SIZES = ['H', 'D', 'N']
 
@@ -69,13 +69,6 @@ def _silu_terms(z):
     """silu(z) and silu'(z) = s (1 + z (1 - s)), s = sigmoid(z)."""
     s = tl.sigmoid(z)
     return z * s, s * (1.0 + z * (1.0 - s))
-
-
-@triton.jit
-def _range_tokens(split, t, tiles_per_split, N, BLOCK_N: tl.constexpr):
-    """Token indices of tile ``t`` of a split's range, and which exist."""
-    idx = (split * tiles_per_split + t) * BLOCK_N + tl.arange(0, BLOCK_N)
-    return idx, idx < N
 
 
 @triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
