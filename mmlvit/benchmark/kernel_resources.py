@@ -4,8 +4,9 @@ Triton's own compiler and the ``ptxas`` it ships compile a kernel for a
 target architecture (no device needed); ``cuobjdump`` (shipped too) reads
 the cubin's registers per thread, the stack a thread spills to (local
 memory, a round trip through the caches for every spilled value) and the
-static shared memory. From the registers follows how many warps one
-multiprocessor's register file holds at once.
+static shared memory; Triton's metadata gives the dynamic shared memory it
+launches the kernel with. From the registers and the shared memory follows
+how many warps one multiprocessor holds at once.
 """
 
 import os
@@ -14,12 +15,15 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-# An sm_80 / sm_90 multiprocessor: 64 K 32-bit registers, at most 64
-# resident warps; registers are given to a warp in units of 256 (8 per
-# thread).
+# An sm_90 multiprocessor: 64 K 32-bit registers, at most 64 resident
+# warps; registers are given to a warp in units of 256 (8 per thread);
+# 228 KiB of shared memory, of which every resident program also takes
+# 1 KiB for the system.
 REGISTERS_PER_SM = 65536
 MAX_WARPS_PER_SM = 64
 REGISTER_UNIT = 8
+SHARED_PER_SM = 228 * 1024
+SHARED_PER_PROGRAM = 1024
 
 _USAGE = re.compile(r'REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)')
 
@@ -67,12 +71,14 @@ def parse_usage(text):
     return tuple(int(x) for x in match.groups())
 
 
-def resident_warps(registers, num_warps):
-    """Warps of one kernel a multiprocessor's registers hold at once
-    (whole programs of ``num_warps``; other limits left out)."""
+def resident_warps(registers, num_warps, shared_bytes=0):
+    """Warps of one kernel a multiprocessor holds at once: whole programs
+    of ``num_warps`` within its registers and its shared memory (other
+    limits left out)."""
     per_thread = -(-registers // REGISTER_UNIT) * REGISTER_UNIT
     programs = REGISTERS_PER_SM // (per_thread * 32 * num_warps)
-    return min(programs * num_warps, MAX_WARPS_PER_SM)
+    by_shared = SHARED_PER_SM // (shared_bytes + SHARED_PER_PROGRAM)
+    return min(min(programs, by_shared) * num_warps, MAX_WARPS_PER_SM)
 
 
 def _tool(name):
@@ -88,7 +94,8 @@ def kernel_resources(case, arch=90):
 
     Returns:
         dict: ``registers`` per thread, ``spill_bytes`` (stack per thread),
-        ``shared_bytes`` (static), ``resident_warps`` per multiprocessor.
+        ``shared_bytes`` per program (static and dynamic),
+        ``resident_warps`` per multiprocessor.
     """
     import triton
     from triton.backends.compiler import GPUTarget
@@ -113,9 +120,10 @@ def kernel_resources(case, arch=90):
             check=True,
         ).stdout
     registers, stack, shared = parse_usage(usage)
+    shared += compiled.metadata.shared
     return dict(
         registers=registers,
         spill_bytes=stack,
         shared_bytes=shared,
-        resident_warps=resident_warps(registers, case.num_warps),
+        resident_warps=resident_warps(registers, case.num_warps, shared),
     )

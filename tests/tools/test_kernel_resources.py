@@ -34,6 +34,14 @@ def test_resident_warps_follow_the_register_file():
     assert resident_warps(32, 4) == 64  # capped at 64 warps
 
 
+def test_resident_warps_follow_the_shared_memory():
+    # 96 registers x 128 threads fit 5 programs; 60 KiB + 1 KiB of shared
+    # memory each fit 3 in 228 KiB.
+    assert resident_warps(96, 4) == 20
+    assert resident_warps(96, 4, 60 * 1024) == 12
+    assert resident_warps(96, 4, 44 * 1024) == 20  # 5 fit either way
+
+
 def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):
     """The depthwise-convolution kernels for fp16 tokens, shipped and at 4
     warps: sane figures, written as a table and JSON; at their shipped
@@ -52,6 +60,7 @@ def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):
     for row in results:
         assert 0 < row['registers'] <= 255, row
         assert row['spill_bytes'] >= 0 and row['resident_warps'] > 0, row
+        assert row['shared_bytes'] >= 0, row
         if row['num_warps'] == shipped:
             assert row['spill_bytes'] == 0, row
     assert json.loads((tmp_path / 'results.json').read_text()) == results

@@ -31,10 +31,11 @@ SUB_BLOCK = 16
 MAX_HEAD_DIM = 128
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Fixed launch configuration of each kernel (Triton's launch options). The
-# output and gradient kernels hold a chunk's states and every channel of
-# its sub-blocks: 8 warps give them 127 and 242 registers a thread and no
-# spill (sm_90, bf16, d = 64; at 4 warps the gradient kernel spills;
-# tools/analysis/kernel_resources.py).
+# output and gradient kernels hold a chunk's states, every channel of its
+# sub-blocks and a diagonal sub-block's (16, 16, d_k) decays: at 8 warps
+# they take 128 and 255 registers a thread and spill 24 and 56 bytes,
+# outside their inner loops (sm_90, bf16, d = 64; at 4 warps 255 registers
+# each and 0 / 736 bytes; tools/analysis/kernel_resources.py).
 LAUNCH = {
     'states': dict(num_warps=4),
     'forward': dict(num_warps=8),

@@ -7,7 +7,15 @@ factoring as in :mod:`.triton_kernels`, whose tile helpers these share.
 import triton
 import triton.language as tl
 
-from .triton_kernels import NEG, SIZES, _base, _mm, _put, _tile, _vec
+from .triton_kernels import (
+    SIZES,
+    _base,
+    _diagonal_decays,
+    _diagonal_scores,
+    _mm,
+    _put,
+    _tile,
+)
 
 
 @triton.jit
@@ -92,6 +100,22 @@ def bigla_bwd_kernel(
         cf_r, tf_r = tl.cumsum(g_r, 0), tl.sum(g_r, 0)
         g_r = _tile(gb, rows_r, ks, sgt, sgd, T, K)
         cb_r, tb_r = tl.cumsum(g_r, 0, reverse=True), tl.sum(g_r, 0)
+        # The diagonal block, exact decays: dA = do v^T; dq sums over keys
+        # s <= t (forward) and s >= t (backward), dk over queries; dv
+        # through A (scaled with the terms below).
+        decays = _diagonal_decays(cf_r, cb_r, BC)
+        da = _mm(do_r, tl.trans(v_r), DT, DOT) * scale
+        parts = da[:, :, None] * decays  # [query t, key s, channel]
+        t = tl.arange(0, BC)[:, None, None]
+        s = tl.arange(0, BC)[None, :, None]
+        part = parts * k_r[None, :, :]
+        dq_f = tl.sum(tl.where(s <= t, part, 0.0), 1)
+        dq_b = tl.sum(tl.where(s >= t, part, 0.0), 1)
+        part = parts * q_r[:, None, :]
+        dk_f = tl.sum(tl.where(s <= t, part, 0.0), 0)
+        dk_b = tl.sum(tl.where(s >= t, part, 0.0), 0)
+        a = _diagonal_scores(q_r, k_r, decays, BC)
+        dv_r = _mm(tl.trans(a), do_r, DT, DOT)
         after_f = total_f - before_f - tf_r
         after_b = tl.minimum(total_b - before_b - tb_r, 0.0)
         # Decays of block r's keys to the chunk's ends, and to block r's
@@ -102,12 +126,12 @@ def bigla_bwd_kernel(
         to_start_b = key_b * tl.exp(tl.minimum(before_b, 0.0))[None, :]
         # Through the states.
         decay_q = tl.exp(before_f[None, :] + cf_r) * scale
-        dq_f = _mm(do_r, tl.trans(state_f), DT, DOT) * decay_q
+        dq_f += _mm(do_r, tl.trans(state_f), DT, DOT) * decay_q
         decay_q = tl.exp(after_b[None, :] + cb_r) * scale
-        dq_b = _mm(do_r, tl.trans(state_b), DT, DOT) * decay_q
-        dk_f = _mm(v_r, tl.trans(d_next_f), DT, DOT) * to_end_f * scale
-        dk_b = _mm(v_r, tl.trans(d_next_b), DT, DOT) * to_start_b * scale
-        dv_r = _mm(k_r * to_end_f, d_next_f, DT, DOT)
+        dq_b += _mm(do_r, tl.trans(state_b), DT, DOT) * decay_q
+        dk_f += _mm(v_r, tl.trans(d_next_f), DT, DOT) * to_end_f * scale
+        dk_b += _mm(v_r, tl.trans(d_next_b), DT, DOT) * to_start_b * scale
+        dv_r += _mm(k_r * to_end_f, d_next_f, DT, DOT)
         dv_r += _mm(k_r * to_start_b, d_next_b, DT, DOT)
         dv_r *= scale
         # Blocks of other tokens: sums still missing block r's own factor.
@@ -155,35 +179,6 @@ def bigla_bwd_kernel(
                 dq_b_in += part_q
                 dv_r += part_v
                 dk_f_in += part_k
-            if j == r:  # exact decays, one key s at a time
-                gf_s = tl.zeros([BK], dtype=tl.float32)
-                gb_s = tl.zeros([BK], dtype=tl.float32)
-                for s in range(BC):
-                    row = i_c * BT + r * BC + s
-                    is_s = sub[:, None] == s
-                    k_s = _vec(k, row, ks, skt, skd, T, K)
-                    gf_s += _vec(gf, row, ks, sft, sfd, T, K)
-                    cb_s = tb_r - gb_s
-                    gb_s += _vec(gb, row, ks, sgt, sgd, T, K)
-                    after = sub[:, None] >= s
-                    decay_f = tl.exp(
-                        tl.where(after, cf_r - gf_s[None, :], NEG)
-                    )
-                    before = sub[:, None] <= s
-                    decay_b = tl.exp(
-                        tl.where(before, cb_r - cb_s[None, :], NEG)
-                    )
-                    v_s = _vec(v, row, vs, svt, svd, T, V)
-                    da_s = tl.sum(do_r * v_s[None, :], 1) * scale
-                    dq_f += da_s[:, None] * k_s[None, :] * decay_f
-                    dq_b += da_s[:, None] * k_s[None, :] * decay_b
-                    dk_s = tl.sum(da_s[:, None] * q_r * decay_f, 0)
-                    dk_f += tl.where(is_s, dk_s[None, :], 0.0)
-                    dk_s = tl.sum(da_s[:, None] * q_r * decay_b, 0)
-                    dk_b += tl.where(is_s, dk_s[None, :], 0.0)
-                    a_s = tl.sum(q_r * k_s[None, :] * (decay_f + decay_b), 1)
-                    dv_s = tl.sum(a_s[:, None] * do_r, 0) * scale
-                    dv_r += tl.where(is_s, dv_s[None, :], 0.0)
             before_fj += tf_j
             before_bj += tb_j
         dq_f += dq_f_in * tl.exp(cf_r)

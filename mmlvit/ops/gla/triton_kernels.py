@@ -17,7 +17,8 @@ every load; the backward direction is index arithmetic, no flipped copy.
 
 Every exponent is <= 0: off-diagonal sub-blocks factor the decay at a point
 between the query and key sub-blocks (the queries' and keys' factors are
-both decays), diagonal sub-blocks take exact masked ``exp(x_t - x_s)``,
+both decays), diagonal sub-blocks take the exact decays of every (query,
+key, channel) at once (a (BC, BC, d_k) tile, :func:`_diagonal_decays`),
 and states are carried decayed to the chunk boundary.
 
 Tensors are (B, H, T, d) with any strides. ``DT`` is the dtype of q, k, v;
@@ -28,8 +29,6 @@ wrong), so operands are rounded to ``DT`` first either way.
 
 import triton
 import triton.language as tl
-
-NEG = tl.constexpr(float('-inf'))  # masked log-decays
 
 # Sizes that vary between calls are not specialised on (e.g. B = 1), so one
 # compilation per dtype and head width serves every batch and length.
@@ -45,14 +44,6 @@ def _tile(ptr, rows, cols, stride_t, stride_d, T, D):
 
 
 @triton.jit
-def _vec(ptr, row, cols, stride_t, stride_d, T, D):
-    """Load ``ptr[row, cols]`` as an fp32 (D,) vector, zero outside."""
-    mask = (cols < D) & (row < T)
-    offsets = row * stride_t + cols * stride_d
-    return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-
-
-@triton.jit
 def _put(ptr, x, rows, cols, stride_t, stride_d, T, D):
     """Store ``x`` to ``ptr[rows, cols]`` inside (T, D)."""
     mask = (rows[:, None] < T) & (cols[None, :] < D)
@@ -64,6 +55,29 @@ def _put(ptr, x, rows, cols, stride_t, stride_d, T, D):
 def _mm(a, b, DT: tl.constexpr, DOT: tl.constexpr):
     """``a @ b`` with both operands rounded to DT, accumulated in fp32."""
     return tl.dot(a.to(DT).to(DOT), b.to(DT).to(DOT), out_dtype=tl.float32)
+
+
+@triton.jit
+def _diagonal_decays(cf, cb, BC: tl.constexpr):
+    """Exact decays between the tokens of one sub-block, (BC, BC, BK)
+    indexed [query t, key s, channel]: exp(cf_t - cf_s) (gf over (s, t])
+    for s < t, exp(cb_t - cb_s) (gb over [t, s)) for s > t, 1 for s = t.
+    ``cf`` / ``cb``: (BC, BK) inclusive cumulative gates, forwards /
+    backwards."""
+    t = tl.arange(0, BC)[:, None, None]
+    s = tl.arange(0, BC)[None, :, None]
+    forward = cf[:, None, :] - cf[None, :, :]
+    backward = cb[:, None, :] - cb[None, :, :]
+    return tl.exp(tl.where(s < t, forward, tl.where(s > t, backward, 0.0)))
+
+
+@triton.jit
+def _diagonal_scores(q, k, decays, BC: tl.constexpr):
+    """A_ts of one sub-block, (BC, BC) fp32: sum_c q_tc k_sc decays_tsc,
+    doubled at s = t (both directions count a token's own key)."""
+    a = tl.sum(q[:, None, :] * k[None, :, :] * decays, 2)
+    sub = tl.arange(0, BC)
+    return tl.where(sub[:, None] == sub[None, :], 2.0 * a, a)
 
 
 @triton.jit
@@ -201,28 +215,14 @@ def bigla_fwd_kernel(
                 k_j *= tl.exp(tl.minimum(span[None, :] + tb_j - cb_j, 0.0))
                 a = _mm(q_r * tl.exp(cb_r), tl.trans(k_j), DT, DOT)
                 acc += _mm(a, v_j, DT, DOT)
-            if j == r:  # exact decays, one key at a time
-                # Gates summed over the block's rows <= s (forward) and
-                # < s (backward), carried along the loop.
-                gf_s = tl.zeros([BK], dtype=tl.float32)
-                gb_s = tl.zeros([BK], dtype=tl.float32)
-                for s in range(BC):
-                    row = i_c * BT + r * BC + s
-                    k_s = _vec(k, row, ks, skt, skd, T, K)
-                    gf_s += _vec(gf, row, ks, sft, sfd, T, K)
-                    cb_s = tb_r - gb_s
-                    gb_s += _vec(gb, row, ks, sgt, sgd, T, K)
-                    after = sub[:, None] >= s
-                    decay = tl.exp(tl.where(after, cf_r - gf_s[None, :], NEG))
-                    before = sub[:, None] <= s
-                    decay += tl.exp(
-                        tl.where(before, cb_r - cb_s[None, :], NEG)
-                    )
-                    a_s = tl.sum(q_r * k_s[None, :] * decay, 1)
-                    v_s = _vec(v, row, vs, svt, svd, T, V)
-                    acc += a_s[:, None] * v_s[None, :]
             before_fj += tf_j
             before_bj += tb_j
+        # The diagonal block: exact decays.
+        a = _diagonal_scores(
+            q_r, _tile(k, rows_r, ks, skt, skd, T, K),
+            _diagonal_decays(cf_r, cb_r, BC), BC,
+        )  # fmt: skip
+        acc += _mm(a, _tile(v, rows_r, vs, svt, svd, T, V), DT, DOT)
         _put(o, acc * scale, rows_r, vs, sot, sod, T, V)
         before_f += tf_r
         before_b += tb_r
