@@ -77,6 +77,18 @@ def _recording_backward(ctx, dq, dk, dv):
 
 SplitQKV.backward = staticmethod(_recording_backward)
 
+# Whether the forward ran as one launch (Launch.attention), per forward.
+ONE_LAUNCH = []
+_attention = function.Launch.attention
+
+
+def _recording_attention(self, q, k, v):
+    ONE_LAUNCH.append(True)
+    return _attention(self, q, k, v)
+
+
+function.Launch.attention = _recording_attention
+
 
 def heads(x):
     """(B, N, 3, H, d) -> q, k, v, each (B, H, N, d), views."""
@@ -143,6 +155,8 @@ def check(
     # What backward keeps besides views of x (q, k, v).
     with keeping_besides(x) as kept:
         out = attention(mode, *split_qkv(x), backend='triton', **extra)
+    one_launch = bool(ONE_LAUNCH)
+    ONE_LAUNCH.clear()
     grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
     (out.double() * grad_out).sum().backward()
     shared = SHARED.pop()
@@ -169,6 +183,7 @@ def check(
             torch.isfinite(out).all() and torch.isfinite(x.grad).all()
         ),
         out=relative(out, ref),
+        one_launch=one_launch,
         qkv_grad_shared=shared,
         grads={n: relative(grads[n], grads_ref[n]) for n in grads},
         side=side if grid else None,
@@ -204,6 +219,15 @@ def main():
     function.TARGET_PROGRAMS = 2
     for mode in ('elu', 'relu', 'inline'):
         cases.append(check(mode, torch.float32, 300, B=1, H=1))
+        cases.append(check(mode, torch.float16, 1000, B=1, H=1, scale=30.0))
+    # Every head's reduction one program: the forward in one launch.
+    function.TARGET_PROGRAMS = 1
+    for mode in modes:
+        for dtype in DTYPES.values():
+            if mode != 'identity' or dtype != torch.float16:
+                cases.append(check(mode, dtype, 197))
+        cases.append(check(mode, torch.float32, 50, d=24))
+    for mode in ('elu', 'relu', 'inline'):
         cases.append(check(mode, torch.float16, 1000, B=1, H=1, scale=30.0))
     print(json.dumps(dict(cases=cases, modes=list(fused_linear.BACKENDS))))
 

@@ -126,6 +126,23 @@ def test_kernels_match_float64_reference(interpreter_report, mode):
             assert error < bound, (name, case)
 
 
+@pytest.mark.parametrize('mode', ['elu', 'relu', 'identity', 'inline'])
+def test_forward_runs_in_one_launch_or_two(interpreter_report, mode):
+    """One segment whose reduction is one program per head: the forward is
+    one launch (state and outputs in one kernel), 16-bit inputs and fp16
+    key sums past fp16's range included; otherwise (the reduction split
+    over programs) two. Both paths meet the bounds above."""
+    cases = [c for c in interpreter_report['cases'] if c['mode'] == mode]
+    one = [c for c in cases if c['one_launch']]
+    assert {c['dtype'] for c in one} >= {'float32', 'bfloat16'}
+    assert {c['N'] for c in one} >= {50, 197}
+    assert any(not c['one_launch'] for c in cases)
+    if mode != 'identity':
+        assert any(c['N'] == 1000 for c in one)
+    mhla = [c for c in interpreter_report['cases'] if c['mode'] == 'mhla']
+    assert not any(c['one_launch'] for c in mhla)  # block states mixed
+
+
 def test_qkv_gradient_is_one_buffer(interpreter_report):
     """dq, dk, dv are written into one (B, N, 3, H, d) buffer that
     split_qkv passes on as the gradient of qkv: no stack in backward."""
@@ -171,8 +188,10 @@ OPERATORS = [
 
 @pytest.mark.cuda
 @pytest.mark.parametrize('module_cls', OPERATORS)
-@pytest.mark.parametrize('N', [197, 4097])
-def test_cuda_module_fused_matches_reference(module_cls, N):
+# Batch 64 at 197 tokens: 768 heads, each reduction one program (the
+# one-launch forward of the kernel operators).
+@pytest.mark.parametrize('N, batch', [(197, 8), (197, 64), (4097, 8)])
+def test_cuda_module_fused_matches_reference(module_cls, N, batch):
     torch.manual_seed(0)
     fused = module_cls(embed_dims=768, num_heads=12).cuda()
     reference = module_cls(embed_dims=768, num_heads=12, backend='torch')
@@ -181,7 +200,7 @@ def test_cuda_module_fused_matches_reference(module_cls, N):
     side = int((N - 1) ** 0.5)
     if module_cls.patch_tokens_only:
         N = side * side
-    x = torch.randn(8, N, 768, device='cuda')
+    x = torch.randn(batch, N, 768, device='cuda')
     x_fused = x.clone().requires_grad_()
     with torch.autocast('cuda', dtype=torch.bfloat16):
         out = fused(x_fused, (side, side))

@@ -47,6 +47,7 @@ def fused_linear_cases(dtype, name):
     forward = _split_warps(launch.constants)
     grads = _split_warps(launch.grad_constants)
     kinds = dict(state=forward, output=forward)
+    kinds.update(attention=_split_warps(launch.one_launch_constants))
     kinds.update(query_grad=grads, key_value_grad=grads)
     return [
         KernelCase(

@@ -7,7 +7,10 @@ states S, z, z_v of every segment of every head) and
 the states, which calls SegmentStates and, for MHLA, mixes its blocks'
 states -> o; :class:`Launch` runs its kernels). Each is two launches:
 forward one reduction over token ranges (partial sums added up in fp32)
-or one output launch, backward the matching gradient launch.
+or one output launch, backward the matching gradient launch. Where every
+head's reduction is one program anyway (one segment, enough heads to fill
+the GPU: short sequences at a large batch), :class:`OneLaunchOutputs`
+runs the forward as one launch, the state kept in registers.
 Saved for backward: q, k, v (views of the caller's tensors, no copies);
 the states (one more reduction in backward) and the feature maps are
 recomputed.
@@ -42,6 +45,13 @@ GRAD_NUM_WARPS = 8
 # keeps more bits at a lower rate. fp16 inputs always multiply at 'tf32'
 # (a key sum can pass fp16's range), fp32 ones at 'ieee'.
 BF16_PRODUCTS = 'bf16'
+# The one-launch forward (:meth:`Launch.attention`) holds a head's state
+# while it streams the head's tokens twice: tiles of 32 at 8 warps take 78
+# registers a thread and no spill, so 24 warps share a multiprocessor
+# (tiles of 64 at 4 warps: 214 registers, 8 warps; sm_90, bf16, d = 64,
+# tools/analysis/kernel_resources.py).
+ONE_LAUNCH_BLOCK_N = 32
+ONE_LAUNCH_NUM_WARPS = 8
 # Programs a reduction launch aims at (a few per multiprocessor): segments
 # are split into token ranges until B*H*SEGS*splits reaches it.
 TARGET_PROGRAMS = 512
@@ -160,6 +170,32 @@ class Launch:
             self.grads = None
         return grads[slot]
 
+    @property
+    def one_launch(self):
+        """Whether the forward runs as one launch (:meth:`attention`): one
+        segment whose reduction is not split over programs."""
+        return self.segs == 1 and self.splits == 1
+
+    def attention(self, q, k, v):
+        """o (B, H, N, d_v) in q's dtype, stored (B, N, H, d_v), from q, k
+        and v by one program per head (:func:`kernels.attention_kernel`)."""
+        q, k, v = (_unit_last_stride(t) for t in (q, k, v))
+        o = _empty_heads(q, self.DV)
+        tiles = triton.cdiv(self.N, ONE_LAUNCH_BLOCK_N)
+        kernels.attention_kernel[(self.BH,)](
+            q, k, v, o, *_strides(q), *_strides(k), *_strides(v),
+            *_strides(o), self.H, self.DK, self.DV, self.N, tiles,
+            self.eps, self.alpha, **self.one_launch_constants,
+        )  # fmt: skip
+        return o
+
+    @property
+    def one_launch_constants(self):
+        """:meth:`attention`'s compile-time options."""
+        options = dict(self.constants, BLOCK_N=ONE_LAUNCH_BLOCK_N)
+        del options['BLOCKED']
+        return dict(options, num_warps=ONE_LAUNCH_NUM_WARPS)
+
     def output(self, q, states):
         """o (B, H, N, d_v) in q's dtype, stored (B, N, H, d_v), from q
         and the segments' states (S, z, z_v)."""
@@ -231,6 +267,18 @@ class SegmentStates(torch.autograd.Function):
         return dk, dv, None
 
 
+class OneLaunchOutputs(OutputsOfStates):
+    """:class:`~mmlvit.ops.recompute.OutputsOfStates` whose forward is one
+    launch, :meth:`Launch.attention` on q and ``inputs`` = (k, v); the
+    backward (states recomputed) is the same."""
+
+    @staticmethod
+    def forward(ctx, q, launch, states, k, v):
+        ctx.save_for_backward(q, k, v)
+        ctx.launch, ctx.states = launch, states
+        return launch.attention(q, k, v)
+
+
 def fused_linear_attention(
     q: Tensor,
     k: Tensor,
@@ -268,7 +316,8 @@ def fused_linear_attention(
     def states(k, v):
         return SegmentStates.apply(k, v, launch)
 
-    return OutputsOfStates.apply(q, launch, states, k, v)
+    outputs = OneLaunchOutputs if launch.one_launch else OutputsOfStates
+    return outputs.apply(q, launch, states, k, v)
 
 
 def fused_mhla_attention(

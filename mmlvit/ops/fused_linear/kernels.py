@@ -178,18 +178,16 @@ def _tile_program(
     return bh, tokens, valid, bh * segs + seg
 
 
-@triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
-def state_kernel(
-    k_ptr, v_ptr, s_ptr, z_ptr, zv_ptr,
-    skb, skh, skn, svb, svh, svn,
-    H, DK, DV, seg_len, grid_h, grid_w, block_h, block_w, side,
-    splits, tiles_per_split,
+@triton.jit
+def _range_state(
+    k_ptr, v_ptr, skb, skh, skn, svb, svh, svn, bh,
+    H, DK, DV, seg, seg_len, grid_h, grid_w, block_h, block_w, side,
+    split, tiles_per_split,
     MODE: tl.constexpr, BLOCKED: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
 ):  # fmt: skip
-    """S, z, z_v of one token range of one segment: grid
-    (B*H, SEGS * splits); writes partial ``[bh, seg, split]``."""
-    bh, seg, split, state = _split_program(splits)
+    """S, z, z_v (fp32) of token range ``split`` of segment ``seg`` of
+    head ``bh``: ``tiles_per_split`` tiles."""
     ck = tl.arange(0, BLOCK_K)
     cv = tl.arange(0, BLOCK_V)
     s = tl.zeros((BLOCK_K, BLOCK_V), tl.float32)
@@ -207,6 +205,49 @@ def state_kernel(
         z += tl.sum(phi_k, axis=0)
         if MODE == 3:
             zv += tl.sum(v, axis=0)
+    return s, z, zv
+
+
+@triton.jit
+def _tile_output(
+    q, valid, s, z, zv, DK, seg_len, eps, alpha,
+    MODE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """o (fp32) of one fp32 query tile given its segment's state.
+
+    ``alpha`` is s/N for InLine (unused otherwise). The state and every
+    product with it are fp32: a key sum over many tokens need not fit a
+    16-bit type.
+    """
+    phi_q = _phi_tile(q, valid, tl.arange(0, BLOCK_K), DK, MODE)
+    num = _dot(phi_q, s, PRECISION)
+    qz = tl.sum(phi_q * z[None, :], axis=1)
+    if MODE == 3:
+        v_bar = zv / seg_len
+        o = alpha * (num - qz[:, None] * v_bar[None, :]) + v_bar[None, :]
+    else:
+        o = num / (qz + eps)[:, None]
+    return o
+
+
+@triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
+def state_kernel(
+    k_ptr, v_ptr, s_ptr, z_ptr, zv_ptr,
+    skb, skh, skn, svb, svh, svn,
+    H, DK, DV, seg_len, grid_h, grid_w, block_h, block_w, side,
+    splits, tiles_per_split,
+    MODE: tl.constexpr, BLOCKED: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
+):  # fmt: skip
+    """S, z, z_v of one token range of one segment: grid
+    (B*H, SEGS * splits); writes partial ``[bh, seg, split]``."""
+    bh, seg, split, state = _split_program(splits)
+    s, z, zv = _range_state(
+        k_ptr, v_ptr, skb, skh, skn, svb, svh, svn, bh,
+        H, DK, DV, seg, seg_len, grid_h, grid_w, block_h, block_w, side,
+        split, tiles_per_split, MODE, BLOCKED, PRECISION,
+        BLOCK_N, BLOCK_K, BLOCK_V,
+    )  # fmt: skip
     offsets = _state_offsets(state * splits + split, BLOCK_K, BLOCK_V)
     tl.store(s_ptr + offsets[0], s)
     tl.store(z_ptr + offsets[1], z)
@@ -222,12 +263,7 @@ def output_kernel(
     MODE: tl.constexpr, BLOCKED: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
 ):  # fmt: skip
-    """o for one token tile of one segment: grid (B*H, SEGS * tiles).
-
-    ``alpha`` is s/N for InLine (unused otherwise). The state and every
-    product with it are fp32: a key sum over many tokens need not fit a
-    16-bit type.
-    """
+    """o for one token tile of one segment: grid (B*H, SEGS * tiles)."""
     bh, tokens, valid, state = _tile_program(
         tiles_per_seg, seg_len, grid_h, grid_w, block_h, block_w, side,
         BLOCKED, BLOCK_N,
@@ -237,16 +273,40 @@ def output_kernel(
     offsets = _state_offsets(state, BLOCK_K, BLOCK_V)
     s = tl.load(s_ptr + offsets[0])
     z = tl.load(z_ptr + offsets[1])
+    zv = tl.load(zv_ptr + offsets[2])
     q = _tile(q_ptr, sqb, sqh, sqn, bh, H, tokens, valid, ck, DK)
-    phi_q = _phi_tile(q, valid, ck, DK, MODE)
-    num = _dot(phi_q, s, PRECISION)
-    qz = tl.sum(phi_q * z[None, :], axis=1)
-    if MODE == 3:
-        v_bar = tl.load(zv_ptr + offsets[2]) / seg_len
-        o = alpha * (num - qz[:, None] * v_bar[None, :]) + v_bar[None, :]
-    else:
-        o = num / (qz + eps)[:, None]
+    o = _tile_output(
+        q, valid, s, z, zv, DK, seg_len, eps, alpha, MODE, PRECISION, BLOCK_K
+    )
     _store(o_ptr, sob, soh, son, bh, H, tokens, valid, cv, DV, o)
+
+
+@triton.jit(do_not_specialize=SIZES + ['tiles'])
+def attention_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr,
+    sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
+    H, DK, DV, N, tiles, eps, alpha,
+    MODE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
+):  # fmt: skip
+    """A whole head in one program (one segment, the state of all N
+    tokens, then every tile's output; the state never leaves registers):
+    grid (B*H,)."""
+    bh = tl.program_id(0)
+    s, z, zv = _range_state(
+        k_ptr, v_ptr, skb, skh, skn, svb, svh, svn, bh,
+        H, DK, DV, 0, N, 0, 0, 0, 0, 0, 0, tiles,
+        MODE, False, PRECISION, BLOCK_N, BLOCK_K, BLOCK_V,
+    )  # fmt: skip
+    ck = tl.arange(0, BLOCK_K)
+    cv = tl.arange(0, BLOCK_V)
+    for t in range(tiles):
+        tokens, valid = _range_tokens(0, t, tiles, N, BLOCK_N)
+        q = _tile(q_ptr, sqb, sqh, sqn, bh, H, tokens, valid, ck, DK)
+        o = _tile_output(
+            q, valid, s, z, zv, DK, N, eps, alpha, MODE, PRECISION, BLOCK_K
+        )
+        _store(o_ptr, sob, soh, son, bh, H, tokens, valid, cv, DV, o)
 
 
 @triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
