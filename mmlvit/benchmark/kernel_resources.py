@@ -3,10 +3,11 @@
 Triton's own compiler and the ``ptxas`` it ships compile a kernel for a
 target architecture (no device needed); ``cuobjdump`` (shipped too) reads
 the cubin's registers per thread, the stack a thread spills to (local
-memory, a round trip through the caches for every spilled value) and the
-static shared memory; Triton's metadata gives the dynamic shared memory it
-launches the kernel with. From the registers and the shared memory follows
-how many warps one multiprocessor holds at once.
+memory, a round trip through the caches for every spilled value), the
+static shared memory and the machine code (SASS), whose loops it counts;
+Triton's metadata gives the dynamic shared memory it launches the kernel
+with. From the registers and the shared memory follows how many warps one
+multiprocessor holds at once.
 """
 
 import os
@@ -26,6 +27,17 @@ SHARED_PER_SM = 228 * 1024
 SHARED_PER_PROGRAM = 1024
 
 _USAGE = re.compile(r'REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)')
+# One SASS instruction of ``cuobjdump -sass``: /*address*/ [@pred] OP...;
+_INSTRUCTION = re.compile(r'/\*([0-9a-f]{4,})\*/\s+([^;]*);')
+_BRANCH = re.compile(r'\bBRA\s+0x([0-9a-f]+)')
+# Opcodes counted in a loop body, by what they cost.
+OPCODES = {
+    'barriers': ('BAR',),
+    'shuffles': ('SHFL',),
+    'mma': ('HMMA', 'WGMMA', 'HGMMA'),
+    'special': ('MUFU',),  # exp2, reciprocal, ...
+    'spill_accesses': ('LDL', 'STL'),
+}
 
 
 @dataclass
@@ -71,6 +83,41 @@ def parse_usage(text):
     return tuple(int(x) for x in match.groups())
 
 
+def sass_loops(sass):
+    """The loops of a kernel's SASS (``cuobjdump -sass`` text), smallest
+    first: one per backward branch, with the ``instructions`` of its body
+    (inner loops included) and how many of them are of each kind of
+    :data:`OPCODES`. A body's count times its trip count is what one warp
+    executes (branches inside counted as taken).
+
+    Returns:
+        list[dict]: ``start`` / ``end`` (hex addresses), ``instructions``
+        and one count per key of :data:`OPCODES`.
+    """
+    code = [
+        (int(address, 16), text.split())
+        for address, text in _INSTRUCTION.findall(sass)
+    ]
+    loops = []
+    for address, words in code:
+        branch = _BRANCH.search(' '.join(words))
+        # Forward branches are no loops, nor is the branch to itself that
+        # ends every kernel's code.
+        if branch is None or int(branch.group(1), 16) >= address:
+            continue
+        start = int(branch.group(1), 16)
+        ops = [
+            (w[1] if w[0].startswith('@') else w[0]).split('.')[0]
+            for a, w in code
+            if start <= a <= address
+        ]
+        loop = dict(start=hex(start), end=hex(address), instructions=len(ops))
+        for kind, names in OPCODES.items():
+            loop[kind] = sum(op in names for op in ops)
+        loops.append(loop)
+    return sorted(loops, key=lambda loop: loop['instructions'])
+
+
 def resident_warps(registers, num_warps, shared_bytes=0):
     """Warps of one kernel a multiprocessor holds at once: whole programs
     of ``num_warps`` within its registers and its shared memory (other
@@ -89,13 +136,14 @@ def _tool(name):
     )
 
 
-def kernel_resources(case, arch=90):
+def kernel_resources(case, arch=90, loops=False):
     """Compile ``case`` for sm_``arch`` and read what it uses.
 
     Returns:
         dict: ``registers`` per thread, ``spill_bytes`` (stack per thread),
         ``shared_bytes`` per program (static and dynamic),
-        ``resident_warps`` per multiprocessor.
+        ``resident_warps`` per multiprocessor; with ``loops``, also the
+        kernel's ``instructions`` and its :func:`sass_loops`.
     """
     import triton
     from triton.backends.compiler import GPUTarget
@@ -113,17 +161,24 @@ def kernel_resources(case, arch=90):
         path = os.path.join(tmp, 'kernel.cubin')
         with open(path, 'wb') as f:
             f.write(compiled.asm['cubin'])
-        usage = subprocess.run(
-            [_tool('cuobjdump'), '--dump-resource-usage', path],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        usage = _cuobjdump('--dump-resource-usage', path)
+        sass = _cuobjdump('-sass', path) if loops else ''
     registers, stack, shared = parse_usage(usage)
     shared += compiled.metadata.shared
-    return dict(
+    used = dict(
         registers=registers,
         spill_bytes=stack,
         shared_bytes=shared,
         resident_warps=resident_warps(registers, case.num_warps, shared),
     )
+    if loops:
+        used['instructions'] = len(_INSTRUCTION.findall(sass))
+        used['loops'] = sass_loops(sass)
+    return used
+
+
+def _cuobjdump(option, path):
+    command = [_tool('cuobjdump'), option, path]
+    return subprocess.run(
+        command, capture_output=True, text=True, check=True
+    ).stdout

@@ -6,7 +6,11 @@ import json
 import pytest
 import torch
 
-from mmlvit.benchmark.kernel_resources import parse_usage, resident_warps
+from mmlvit.benchmark.kernel_resources import (
+    parse_usage,
+    resident_warps,
+    sass_loops,
+)
 
 pytest.importorskip('triton')
 
@@ -23,6 +27,37 @@ def test_parse_usage_reads_registers_stack_and_shared():
     assert parse_usage(USAGE) == (157, 16, 1024)
     with pytest.raises(ValueError, match='No resource usage'):
         parse_usage('cuobjdump: no cubin')
+
+
+SASS = """
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   MUFU.EX2 R2, R2 ;
+        /*0020*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0030*/                   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;
+        /*0040*/               @P2 SHFL.BFLY PT, R7, R6, 0x2, 0x1f ;
+        /*0050*/                   STL [R1+0x8], R3 ;
+        /*0060*/              @!P0 BRA 0x30 ;
+        /*0070*/                   LDL R3, [R1+0x8] ;
+        /*0080*/               @P1 BRA 0x10 ;
+        /*0090*/                   BRA 0xa0 ;
+        /*00a0*/                   EXIT ;
+        /*00b0*/                   BRA 0xb0;
+"""
+
+
+def test_sass_loops_count_each_body():
+    """Two nested loops (back-branches to 0x30 and 0x10); the forward
+    branch and the final branch to itself are no loops."""
+    inner, outer = sass_loops(SASS)
+    assert (inner['start'], inner['end']) == ('0x30', '0x60')
+    assert inner == dict(
+        inner, instructions=4, mma=1, shuffles=1, spill_accesses=1
+    )
+    assert inner['barriers'] == inner['special'] == 0
+    assert (outer['start'], outer['end']) == ('0x10', '0x80')
+    assert outer['instructions'] == 8 and outer['spill_accesses'] == 2
+    assert outer['barriers'] == outer['special'] == 1
+    assert sass_loops('no code') == []
 
 
 def test_resident_warps_follow_the_register_file():
@@ -49,7 +84,7 @@ def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):
     one tap's tile is live at a time)."""
     tool = load_tool('tools/analysis/kernel_resources.py')
     results = tool.main(
-        ['--families', 'depthwise_conv', '--num-warps', '4']
+        ['--families', 'depthwise_conv', '--num-warps', '4', '--loops']
         + ['--dtype', 'fp16', '--out-dir', str(tmp_path)]
     )
     cases = tool.FAMILIES['depthwise_conv'](torch.float16, 'fp16')
@@ -61,8 +96,14 @@ def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):
         assert 0 < row['registers'] <= 255, row
         assert row['spill_bytes'] >= 0 and row['resident_warps'] > 0, row
         assert row['shared_bytes'] >= 0, row
+        # The tap loop, at least, in code that is larger than it.
+        assert row['loops'], row
+        assert row['instructions'] > row['loops'][-1]['instructions'] > 0
         if row['num_warps'] == shipped:
             assert row['spill_bytes'] == 0, row
+            assert not any(loop['spill_accesses'] for loop in row['loops'])
     assert json.loads((tmp_path / 'results.json').read_text()) == results
     table = (tmp_path / 'table.md').read_text()
     assert 'resident warps' in table and 'fp16' in table
+    loops = (tmp_path / 'loops.md').read_text()
+    assert 'depthwise_conv.conv_kernel' in loops and '| loop 0x' in loops

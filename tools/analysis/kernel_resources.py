@@ -23,7 +23,11 @@ import torch
 from mmengine.utils import mkdir_or_exist
 
 from mmlvit import benchmark as core
-from mmlvit.benchmark.kernel_resources import KernelCase, kernel_resources
+from mmlvit.benchmark.kernel_resources import (
+    OPCODES,
+    KernelCase,
+    kernel_resources,
+)
 
 D = 64  # ViT-B head width
 C = 768  # ViT-B channels
@@ -186,6 +190,12 @@ def parse_args(argv=None):
         help='dtype of the tokens (autocast); default: %(default)s',
     )
     parser.add_argument('--arch', type=int, default=90, help='sm_ARCH')
+    parser.add_argument(
+        '--loops',
+        action='store_true',
+        help='also count the instructions of every loop of the machine '
+        'code (loops.md; a body times its trip count is what a warp runs)',
+    )
     core.add_out_dir_argument(
         parser, 'work_dirs/kernel_resources', 'table.md and results.json'
     )
@@ -202,7 +212,7 @@ def main(argv=None):
             shipped = case.num_warps
             for warps in sorted({shipped, *args.num_warps}):
                 case.num_warps = warps
-                used = kernel_resources(case, args.arch)
+                used = kernel_resources(case, args.arch, args.loops)
                 results.append(dict(kernel=case.name, num_warps=warps, **used))
                 rows.append(
                     [
@@ -221,7 +231,26 @@ def main(argv=None):
     )
     core.write_json(osp.join(args.out_dir, 'results.json'), results)
     core.write_table(osp.join(args.out_dir, 'table.md'), '\n'.join(lines), [])
+    if args.loops:
+        loops = '\n'.join(loop_table(results))
+        core.write_table(osp.join(args.out_dir, 'loops.md'), loops, [])
     return results
+
+
+def loop_table(results):
+    """Markdown lines: every kernel's instructions, then each of its loops
+    (smallest first; a body includes its inner loops)."""
+    kinds = list(OPCODES)
+    header = ['kernel', 'warps', 'code', 'instructions', *kinds]
+    rows = []
+    for row in results:
+        name = [row['kernel'], str(row['num_warps'])]
+        rows.append(name + ['whole', str(row['instructions'])] + [''] * 5)
+        for loop in row['loops']:
+            where = f'loop {loop["start"]}-{loop["end"]}'
+            counts = [str(loop[k]) for k in ['instructions', *kinds]]
+            rows.append(name + [where, *counts])
+    return core.markdown_table(header, rows, '---' + ':' * 6)
 
 
 if __name__ == '__main__':
