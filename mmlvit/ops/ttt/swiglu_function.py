@@ -82,9 +82,9 @@ class SwiGLULaunch(Launch):
         w1, w2 = states
         q = _unit_last_stride(q)
         o = _empty_heads(q, self.DK)
-        kernels.output_kernel[(self.BH, self.tiles)](
+        kernels.output_kernel[(self.BH, self.splits)](
             q, o, w1, w2, *_strides(q), *_strides(o), *self.sizes,
-            **self.kernel_options(),
+            self.per_split, **self.kernel_options(),
         )  # fmt: skip
         return o
 
