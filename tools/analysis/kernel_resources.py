@@ -50,7 +50,8 @@ def fused_linear_cases(dtype, name):
     launch = function.Launch(q, q, 'relu', 1e-6, 1.0)
     forward = _split_warps(launch.constants)
     grads = _split_warps(launch.grad_constants)
-    kinds = dict(state=forward, output=forward)
+    kinds = dict(state=forward)
+    kinds.update(output=_split_warps(launch.output_constants))
     kinds.update(attention=_split_warps(launch.one_launch_constants))
     kinds.update(query_grad=grads, key_value_grad=grads)
     return [

@@ -52,6 +52,13 @@ BF16_PRODUCTS = 'bf16'
 # tools/analysis/kernel_resources.py).
 ONE_LAUNCH_BLOCK_N = 32
 ONE_LAUNCH_NUM_WARPS = 8
+# The output launch runs a segment's tiles in ranges of up to 4 with its
+# state (16 KB of fp32 at d = 64, against 8 KB of a tile's bf16 queries)
+# loaded once: at 8 warps 128 registers a thread and no spill, 16
+# resident warps (one tile a program at 4 warps: 157 registers, 12; sm_90,
+# bf16, d = 64, tools/analysis/kernel_resources.py).
+OUTPUT_TILES = 4
+OUTPUT_NUM_WARPS = 8
 # Programs a reduction launch aims at (a few per multiprocessor): segments
 # are split into token ranges until B*H*SEGS*splits reaches it.
 TARGET_PROGRAMS = 512
@@ -136,6 +143,9 @@ class Launch:
         self.splits, self.per_split = token_splits(
             self.tiles, self.BH * self.segs
         )
+        per_range = min(self.tiles, OUTPUT_TILES)
+        # (ranges, tiles per range) of a segment in the output launch.
+        self.output_ranges = (-(-self.tiles // per_range), per_range)
         self.eps = eps
         self.alpha = scale / self.N  # InLine's s/N
         self.grads = None  # this backward pass's dq, dk, dv slots
@@ -202,9 +212,11 @@ class Launch:
         s, z, zv = states
         q = _unit_last_stride(q)
         o = _empty_heads(q, self.DV)
-        kernels.output_kernel[(self.BH, self.segs * self.tiles)](
+        grid = (self.BH, self.segs * self.output_ranges[0])
+        kernels.output_kernel[grid](
             q, o, s, z, zv, *_strides(q), *_strides(o), *self.geometry,
-            self.tiles, self.eps, self.alpha, **self.constants,
+            *self.output_ranges, self.eps, self.alpha,
+            **self.output_constants,
         )  # fmt: skip
         return o
 
@@ -221,6 +233,11 @@ class Launch:
             **self.grad_constants,
         )  # fmt: skip
         return dq, (_total(ds), _total(dz), _total(dzv))
+
+    @property
+    def output_constants(self):
+        """The output kernel's compile-time options."""
+        return dict(self.constants, num_warps=OUTPUT_NUM_WARPS)
 
     @property
     def grad_constants(self):

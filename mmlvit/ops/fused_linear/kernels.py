@@ -154,7 +154,7 @@ def _state_offsets(index, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr):
 @triton.jit
 def _split_program(splits):
     """(head, segment, split, the segment's state index) of this program
-    of a reduction launch: grid (B*H, SEGS * splits)."""
+    of a launch over token ranges: grid (B*H, SEGS * splits)."""
     bh = tl.program_id(0)
     seg = tl.program_id(1) // splits
     segs = tl.num_programs(1) // splits
@@ -167,7 +167,7 @@ def _tile_program(
     BLOCKED: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     """(head, token indices, which exist, the segment's state index) of
-    this program of a tile launch: grid (B*H, SEGS * tiles_per_seg)."""
+    this program of a launch over tiles: grid (B*H, SEGS * tiles_per_seg)."""
     bh = tl.program_id(0)
     seg = tl.program_id(1) // tiles_per_seg
     idx = (tl.program_id(1) % tiles_per_seg) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -254,31 +254,53 @@ def state_kernel(
     tl.store(zv_ptr + offsets[2], zv)
 
 
-@triton.jit(do_not_specialize=SIZES + ['tiles_per_seg'])
+@triton.jit
+def _range_outputs(
+    q_ptr, o_ptr, sqb, sqh, sqn, sob, soh, son, bh, s, z, zv,
+    H, DK, DV, seg, seg_len, grid_h, grid_w, block_h, block_w, side,
+    split, tiles_per_split, eps, alpha,
+    MODE: tl.constexpr, BLOCKED: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
+):  # fmt: skip
+    """Store o of token range ``split`` of segment ``seg`` of head ``bh``
+    (``tiles_per_split`` tiles) given the segment's state."""
+    ck = tl.arange(0, BLOCK_K)
+    cv = tl.arange(0, BLOCK_V)
+    for t in range(tiles_per_split):
+        idx, _ = _range_tokens(split, t, tiles_per_split, seg_len, BLOCK_N)
+        tokens, valid = _tokens(
+            seg, idx, seg_len, grid_h, grid_w, block_h, block_w, side, BLOCKED
+        )
+        q = _tile(q_ptr, sqb, sqh, sqn, bh, H, tokens, valid, ck, DK)
+        o = _tile_output(
+            q, valid, s, z, zv, DK, seg_len, eps, alpha,
+            MODE, PRECISION, BLOCK_K,
+        )  # fmt: skip
+        _store(o_ptr, sob, soh, son, bh, H, tokens, valid, cv, DV, o)
+
+
+@triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
 def output_kernel(
     q_ptr, o_ptr, s_ptr, z_ptr, zv_ptr,
     sqb, sqh, sqn, sob, soh, son,
     H, DK, DV, seg_len, grid_h, grid_w, block_h, block_w, side,
-    tiles_per_seg, eps, alpha,
+    splits, tiles_per_split, eps, alpha,
     MODE: tl.constexpr, BLOCKED: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
 ):  # fmt: skip
-    """o for one token tile of one segment: grid (B*H, SEGS * tiles)."""
-    bh, tokens, valid, state = _tile_program(
-        tiles_per_seg, seg_len, grid_h, grid_w, block_h, block_w, side,
-        BLOCKED, BLOCK_N,
-    )  # fmt: skip
-    ck = tl.arange(0, BLOCK_K)
-    cv = tl.arange(0, BLOCK_V)
+    """o over one token range of one segment, its state loaded once: grid
+    (B*H, SEGS * splits)."""
+    bh, seg, split, state = _split_program(splits)
     offsets = _state_offsets(state, BLOCK_K, BLOCK_V)
     s = tl.load(s_ptr + offsets[0])
     z = tl.load(z_ptr + offsets[1])
     zv = tl.load(zv_ptr + offsets[2])
-    q = _tile(q_ptr, sqb, sqh, sqn, bh, H, tokens, valid, ck, DK)
-    o = _tile_output(
-        q, valid, s, z, zv, DK, seg_len, eps, alpha, MODE, PRECISION, BLOCK_K
-    )
-    _store(o_ptr, sob, soh, son, bh, H, tokens, valid, cv, DV, o)
+    _range_outputs(
+        q_ptr, o_ptr, sqb, sqh, sqn, sob, soh, son, bh, s, z, zv,
+        H, DK, DV, seg, seg_len, grid_h, grid_w, block_h, block_w, side,
+        split, tiles_per_split, eps, alpha, MODE, BLOCKED, PRECISION,
+        BLOCK_N, BLOCK_K, BLOCK_V,
+    )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=SIZES + ['tiles'])
@@ -298,15 +320,11 @@ def attention_kernel(
         H, DK, DV, 0, N, 0, 0, 0, 0, 0, 0, tiles,
         MODE, False, PRECISION, BLOCK_N, BLOCK_K, BLOCK_V,
     )  # fmt: skip
-    ck = tl.arange(0, BLOCK_K)
-    cv = tl.arange(0, BLOCK_V)
-    for t in range(tiles):
-        tokens, valid = _range_tokens(0, t, tiles, N, BLOCK_N)
-        q = _tile(q_ptr, sqb, sqh, sqn, bh, H, tokens, valid, ck, DK)
-        o = _tile_output(
-            q, valid, s, z, zv, DK, N, eps, alpha, MODE, PRECISION, BLOCK_K
-        )
-        _store(o_ptr, sob, soh, son, bh, H, tokens, valid, cv, DV, o)
+    _range_outputs(
+        q_ptr, o_ptr, sqb, sqh, sqn, sob, soh, son, bh, s, z, zv,
+        H, DK, DV, 0, N, 0, 0, 0, 0, 0, 0, tiles, eps, alpha,
+        MODE, False, PRECISION, BLOCK_N, BLOCK_K, BLOCK_V,
+    )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
