@@ -118,7 +118,8 @@ class GatedLinearAttention(BaseAttention):
         q, k, v = self.split_heads(self.qkv(x))
         # The gates and the output gate run in fp32 over N-sized tensors:
         # keep their inputs for backward and recompute the rest (token-wise
-        # work and one C x C product, cheap beside the scans).
+        # work and two C x C products, g_proj and proj, cheap beside the
+        # scans).
         down, up = self.gate_down, self.gate_up
         o = bidirectional_gla_gated(
             q,
@@ -132,8 +133,13 @@ class GatedLinearAttention(BaseAttention):
             backend=self.backend,
             chunk_size=self.chunk_size,
         )
-        y = recomputed(self.gated_norm, o, x)
-        return self.output(y.to(x.dtype))
+        # proj too: its input is then recomputed, not kept beside o.
+        return self.proj_drop(recomputed(self.gated_output, o, x))
+
+    def gated_output(self, o: Tensor, x: Tensor) -> Tensor:
+        """``proj(gated_norm(o, x))``: o (B, h, N, d), x (B, N, C) -> (B,
+        N, C) in x's dtype."""
+        return self.proj(self.gated_norm(o, x).to(x.dtype))
 
     def gated_norm(self, o: Tensor, x: Tensor) -> Tensor:
         """``merge_heads(g_norm(o)) * silu(g_proj(x))``, the norm and the
