@@ -33,9 +33,9 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Fixed launch configuration of each kernel (Triton's launch options). The
 # output and gradient kernels hold a chunk's states, every channel of its
 # sub-blocks and a diagonal sub-block's (16, 16, d_k) decays: at 8 warps
-# they take 128 and 255 registers a thread and spill 24 and 56 bytes,
+# they take 128 and 255 registers a thread and spill 16 and 56 bytes,
 # outside their inner loops (sm_90, bf16, d = 64; at 4 warps 255 registers
-# each and 0 / 736 bytes; tools/analysis/kernel_resources.py).
+# each and 0 / 752 bytes; tools/analysis/kernel_resources.py).
 LAUNCH = {
     'states': dict(num_warps=4),
     'forward': dict(num_warps=8),

@@ -142,45 +142,49 @@ def bigla_bwd_kernel(
         before_fj = tl.zeros([BK], dtype=tl.float32)
         before_bj = tl.zeros([BK], dtype=tl.float32)
         for j in range(NC):
-            rows_j = i_c * BT + j * BC + sub
-            q_j = _tile(q, rows_j, ks, sqt, sqd, T, K)
-            k_j = _tile(k, rows_j, ks, skt, skd, T, K)
-            v_j = _tile(v, rows_j, vs, svt, svd, T, V)
-            do_j = _tile(do, rows_j, vs, sot, sod, T, V)
-            gf_j = _tile(gf, rows_j, ks, sft, sfd, T, K)
-            gb_j = _tile(gb, rows_j, ks, sgt, sgd, T, K)
-            cf_j, tf_j = tl.cumsum(gf_j, 0), tl.sum(gf_j, 0)
-            cb_j, tb_j = tl.cumsum(gb_j, 0, reverse=True), tl.sum(gb_j, 0)
-            if j < r:
-                # Queries r, keys j forward; queries j, keys r backward:
-                # both split at block r's start.
-                span_f = before_f - before_fj - tf_j  # blocks j+1..r-1
-                span_b = before_b - before_bj - tb_j
-                part_q, part_v, part_k = _cross_block_grads(
-                    q_j, k_j, v_j, do_j, k_r * key_b, v_r, do_r,
-                    tl.exp(tl.minimum(span_f[None, :] + tf_j - cf_j, 0.0)),
-                    tl.exp(tl.minimum(span_b[None, :] + cb_j, 0.0)),
-                    scale, DT, DOT,
-                )  # fmt: skip
-                dq_f_in += part_q
-                dv_r += part_v
-                dk_b_in += part_k
-            if j > r:
-                # Queries r, keys j backward; queries j, keys r forward:
-                # both split at block r's end.
-                span_b = before_bj - before_b - tb_r  # blocks r+1..j-1
-                span_f = before_fj - before_f - tf_r
-                part_q, part_v, part_k = _cross_block_grads(
-                    q_j, k_j, v_j, do_j, k_r * key_f, v_r, do_r,
-                    tl.exp(tl.minimum(span_b[None, :] + tb_j - cb_j, 0.0)),
-                    tl.exp(tl.minimum(span_f[None, :] + cf_j, 0.0)),
-                    scale, DT, DOT,
-                )  # fmt: skip
-                dq_b_in += part_q
-                dv_r += part_v
-                dk_f_in += part_k
-            before_fj += tf_j
-            before_bj += tb_j
+            if j != r:  # (block r itself: its diagonal above)
+                rows_j = i_c * BT + j * BC + sub
+                q_j = _tile(q, rows_j, ks, sqt, sqd, T, K)
+                k_j = _tile(k, rows_j, ks, skt, skd, T, K)
+                v_j = _tile(v, rows_j, vs, svt, svd, T, V)
+                do_j = _tile(do, rows_j, vs, sot, sod, T, V)
+                gf_j = _tile(gf, rows_j, ks, sft, sfd, T, K)
+                gb_j = _tile(gb, rows_j, ks, sgt, sgd, T, K)
+                cf_j, tf_j = tl.cumsum(gf_j, 0), tl.sum(gf_j, 0)
+                cb_j, tb_j = tl.cumsum(gb_j, 0, reverse=True), tl.sum(gb_j, 0)
+                if j < r:
+                    # Queries r, keys j forward; queries j, keys r backward:
+                    # both split at block r's start.
+                    span_f = before_f - before_fj - tf_j  # blocks j+1..r-1
+                    span_b = before_b - before_bj - tb_j
+                    part_q, part_v, part_k = _cross_block_grads(
+                        q_j, k_j, v_j, do_j, k_r * key_b, v_r, do_r,
+                        tl.exp(tl.minimum(span_f[None, :] + tf_j - cf_j, 0.0)),
+                        tl.exp(tl.minimum(span_b[None, :] + cb_j, 0.0)),
+                        scale, DT, DOT,
+                    )  # fmt: skip
+                    dq_f_in += part_q
+                    dv_r += part_v
+                    dk_b_in += part_k
+                if j > r:
+                    # Queries r, keys j backward; queries j, keys r forward:
+                    # both split at block r's end.
+                    span_b = before_bj - before_b - tb_r  # blocks r+1..j-1
+                    span_f = before_fj - before_f - tf_r
+                    part_q, part_v, part_k = _cross_block_grads(
+                        q_j, k_j, v_j, do_j, k_r * key_f, v_r, do_r,
+                        tl.exp(tl.minimum(span_b[None, :] + tb_j - cb_j, 0.0)),
+                        tl.exp(tl.minimum(span_f[None, :] + cf_j, 0.0)),
+                        scale, DT, DOT,
+                    )  # fmt: skip
+                    dq_b_in += part_q
+                    dv_r += part_v
+                    dk_f_in += part_k
+                before_fj += tf_j
+                before_bj += tb_j
+            else:
+                before_fj += tf_r
+                before_bj += tb_r
         dq_f += dq_f_in * tl.exp(cf_r)
         dq_b += dq_b_in * tl.exp(cb_r)
         dk_f += dk_f_in * key_f

@@ -195,28 +195,33 @@ def bigla_fwd_kernel(
         before_fj = tl.zeros([BK], dtype=tl.float32)
         before_bj = tl.zeros([BK], dtype=tl.float32)
         for j in range(NC):
-            rows_j = i_c * BT + j * BC + sub
-            k_j = _tile(k, rows_j, ks, skt, skd, T, K)
-            v_j = _tile(v, rows_j, vs, svt, svd, T, V)
-            g_j = _tile(gf, rows_j, ks, sft, sfd, T, K)
-            tf_j = tl.sum(g_j, 0)
-            if j < r:  # forward: decays split at block r's start
-                span = before_f - before_fj  # gf over blocks j..r-1
-                k_j *= tl.exp(
-                    tl.minimum(span[None, :] - tl.cumsum(g_j, 0), 0.0)
-                )
-                a = _mm(q_r * tl.exp(cf_r), tl.trans(k_j), DT, DOT)
-                acc += _mm(a, v_j, DT, DOT)
-            g_j = _tile(gb, rows_j, ks, sgt, sgd, T, K)
-            tb_j = tl.sum(g_j, 0)
-            if j > r:  # backward: decays split at block r's end
-                span = before_bj - before_b - tb_r  # gb over blocks r+1..j-1
-                cb_j = tl.cumsum(g_j, 0, reverse=True)
-                k_j *= tl.exp(tl.minimum(span[None, :] + tb_j - cb_j, 0.0))
-                a = _mm(q_r * tl.exp(cb_r), tl.trans(k_j), DT, DOT)
-                acc += _mm(a, v_j, DT, DOT)
-            before_fj += tf_j
-            before_bj += tb_j
+            if j != r:  # (block r itself: its diagonal below)
+                rows_j = i_c * BT + j * BC + sub
+                k_j = _tile(k, rows_j, ks, skt, skd, T, K)
+                v_j = _tile(v, rows_j, vs, svt, svd, T, V)
+                g_j = _tile(gf, rows_j, ks, sft, sfd, T, K)
+                tf_j = tl.sum(g_j, 0)
+                if j < r:  # forward: decays split at block r's start
+                    span = before_f - before_fj  # gf over blocks j..r-1
+                    k_j *= tl.exp(
+                        tl.minimum(span[None, :] - tl.cumsum(g_j, 0), 0.0)
+                    )
+                    a = _mm(q_r * tl.exp(cf_r), tl.trans(k_j), DT, DOT)
+                    acc += _mm(a, v_j, DT, DOT)
+                g_j = _tile(gb, rows_j, ks, sgt, sgd, T, K)
+                tb_j = tl.sum(g_j, 0)
+                if j > r:  # backward: decays split at block r's end
+                    # gb over blocks r+1..j-1
+                    span = before_bj - before_b - tb_r
+                    cb_j = tl.cumsum(g_j, 0, reverse=True)
+                    k_j *= tl.exp(tl.minimum(span[None, :] + tb_j - cb_j, 0.0))
+                    a = _mm(q_r * tl.exp(cb_r), tl.trans(k_j), DT, DOT)
+                    acc += _mm(a, v_j, DT, DOT)
+                before_fj += tf_j
+                before_bj += tb_j
+            else:
+                before_fj += tf_r
+                before_bj += tb_r
         # The diagonal block: exact decays.
         a = _diagonal_scores(
             q_r, _tile(k, rows_r, ks, skt, skd, T, K),
