@@ -22,10 +22,15 @@ os.environ['TRITON_INTERPRET'] = '1'
 import torch  # noqa: E402
 from gla_inputs import grads, inputs  # noqa: E402
 
-from mmlvit.ops.gla import bidirectional_gla_map, triton_backend  # noqa: E402
+from mmlvit.ops.gla import (  # noqa: E402
+    bidirectional_gla_map,
+    triton_backend,
+    triton_backward_kernels,
+)
 from mmlvit.ops.heads import common_buffer  # noqa: E402
 
 NAMES = 'q k v g_fwd g_bwd'.split()
+FLAG = torch.int32  # the dtype of the backward's chunk flags
 DTYPES = {
     'fp32': torch.float32,
     'bf16': torch.bfloat16,
@@ -39,11 +44,31 @@ def oracle(q, k, v, g_fwd, g_bwd, scale):
     return bidirectional_gla_map(q, k, g_fwd, g_bwd, scale) @ v
 
 
+class RecordFactored:
+    """``bigla_bwd_kernel`` that keeps, after its second launch, which
+    chunks the first one took with factored diagonals."""
+
+    def __init__(self, kernel, seen):
+        self.kernel, self.seen = kernel, seen
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.kernel[grid](*args, **kwargs)
+            if kwargs['EXACT']:
+                flags = [a for a in args if getattr(a, 'dtype', 0) == FLAG]
+                self.seen['factored'] = flags[0].flatten().tolist()
+
+        return launch
+
+
 def compare(tensors, scale=0.4):
     """The triton path against :func:`oracle`, output and gradients, with
-    the strides and dtypes that reached the kernels."""
+    the strides and dtypes that reached the kernels and which chunks the
+    backward took with factored diagonals (1) or exact ones (0)."""
     seen = {}
     forward, backward = triton_backend.forward, triton_backend.backward
+    kernel = triton_backward_kernels.bigla_bwd_kernel
+    triton_backward_kernels.bigla_bwd_kernel = RecordFactored(kernel, seen)
 
     def recording(q, k, v, g_fwd, g_bwd, scale):
         seen.update(q=q.stride(), k=k.stride(), v=v.stride())
@@ -63,6 +88,7 @@ def compare(tensors, scale=0.4):
         got = grads(fn, tensors)
     finally:
         triton_backend.forward, triton_backend.backward = forward, backward
+        triton_backward_kernels.bigla_bwd_kernel = kernel
     ref = oracle(*tensors, scale)
     want = grads(lambda *a: oracle(*a, scale), tensors)
     return dict(
@@ -83,10 +109,15 @@ def compare(tensors, scale=0.4):
 
 def strided(T, dtype, B=1, H=2, d=16):
     """q, k, v as the attention module makes them: views of one (B, T, 3,
-    H, d) projection, permuted to (B, H, T, d), never copied."""
+    H, d) projection, permuted to (B, H, T, d), never copied. Head 0's
+    gates a quarter of head 1's: 16-token sub-blocks sum to -15 ... 0
+    there (diagonals factored) and to below -30 in places in head 1
+    (exact)."""
     q, k, v, g_fwd, g_bwd = inputs(
         B=B, H=H, T=T, d=d, dtype=torch.float32, seed=T, gate=2
     )
+    for g in (g_fwd, g_bwd):
+        g[:, 0] /= 4
     qkv = torch.stack([q, k, v], dim=2).permute(0, 3, 2, 1, 4).contiguous()
     q, k, v = qkv.to(dtype).permute(2, 0, 3, 1, 4)
     return [q, k, v, g_fwd, g_bwd]

@@ -84,6 +84,24 @@ def test_qkv_gradients_share_one_buffer(interpreted):
     assert not interpreted['vanishing fp32 T=80']['kernel']['qkv_grad_buffer']
 
 
+def test_backward_takes_chunks_factored_or_exact(interpreted):
+    """The backward's first launch takes the chunks whose 16-token
+    sub-blocks all have gate sums >= -30 (diagonals factored, products on
+    tensor cores), the second the others (exact decays): the strided
+    checks' weak head only the first, their strong head and the vanishing
+    gates the second, so the comparisons above cover both."""
+    for name, chunks in (('strided fp32 T=150', 3), ('strided bf16 T=80', 2)):
+        factored = interpreted[name]['kernel']['factored']
+        assert factored == [1] * chunks + [0] * chunks, name  # (head, chunk)
+    assert interpreted['strided fp16 T=80']['kernel']['factored'] == [
+        1,
+        1,
+        0,
+        0,
+    ]
+    assert interpreted['vanishing fp32 T=80']['kernel']['factored'] == [0, 0]
+
+
 def test_vanishing_gates_stay_finite_and_exact(interpreted):
     """Log-gates of -30 and -60 in places (decays of e^-30 per token and
     far below fp32's range across several), d_k = 24 (not a power of

@@ -139,13 +139,16 @@ def gla_cases(dtype, name):
             warps['forward'],
             floats=('scale',),
         ),
-        KernelCase(
-            'gla.bigla_bwd_kernel',
-            triton_backward_kernels.bigla_bwd_kernel,
-            pointers,
-            blocks,
-            warps['backward'],
-            floats=('scale',),
+        *(
+            KernelCase(
+                f'gla.bigla_bwd_kernel ({diagonal})',
+                triton_backward_kernels.bigla_bwd_kernel,
+                dict(pointers, factored='i32'),
+                dict(blocks, EXACT=diagonal == 'exact diagonals'),
+                warps['backward'],
+                floats=('scale',),
+            )
+            for diagonal in ('factored diagonals', 'exact diagonals')
         ),
         KernelCase(
             'gla.gate_grad_cumsum_kernel',

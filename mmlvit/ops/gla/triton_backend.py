@@ -4,8 +4,9 @@
 Forward: one launch scans the chunk states of both directions
 (``chunk_states_kernel``, grid (K / 32, V / 32, 2 B H)), one computes the
 outputs (``bigla_fwd_kernel``, grid (V / 64, T / 64, B H)). Backward: the
-states and their gradients are rescanned, one launch writes dq, dk, dv and
-the per-token gate gradients (``bigla_bwd_kernel``, grid (T / 64, B H)),
+states and their gradients are rescanned, two launches write dq, dk, dv
+and the per-token gate gradients (``bigla_bwd_kernel``, grid (T / 64, B
+H): the chunks whose diagonal sub-blocks are factored, then the others),
 one sums those over the sequence. Only q, k, v and the gates' inputs are
 saved (the gates are recomputed from them); the per-chunk states, (2, B,
 H, T / 64, d_k, d_v) fp32, live during one pass. Fixed launch
@@ -31,13 +32,15 @@ SUB_BLOCK = 16
 MAX_HEAD_DIM = 128
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Fixed launch configuration of each kernel (Triton's launch options). The
-# output and gradient kernels hold a chunk's states, every channel of its
-# sub-blocks and a diagonal sub-block's (16, 16, d_k) decays: at 8 warps
-# they take 128 and 255 registers a thread and spill 16 and 56 bytes,
-# outside their inner loops (sm_90, bf16, d = 64; at 4 warps 255 registers
-# each and 0 / 752 bytes; tools/analysis/kernel_resources.py).
+# output and gradient kernels hold a chunk's states and every channel of
+# its sub-blocks: at 8 warps they take 128 and 249 registers a thread, no
+# spill (the gradient kernel with exact diagonal decays, a (16, 16, d_k)
+# tile, 255 and 48 bytes outside its inner loops); at 4 warps 241 and 255,
+# spilling 416 bytes backward. The state scan takes 128 registers at 8
+# warps, 222 at 4: twice the resident warps (sm_90, bf16, d = 64;
+# tools/analysis/kernel_resources.py).
 LAUNCH = {
-    'states': dict(num_warps=4),
+    'states': dict(num_warps=8),
     'forward': dict(num_warps=8),
     'backward': dict(num_warps=8),
     'gate_grad': dict(num_warps=4),
@@ -141,14 +144,18 @@ def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
         dq, dk, dv = _like_tokens(q, K), _like_tokens(k, K), _like_tokens(v, V)
     dg = q.new_empty(2, B, H, T, K, dtype=torch.float32)
     NT = states.shape[3]
-    bigla_bwd_kernel[(NT, B * H)](
-        q, k, v, g_fwd, g_bwd, d_o, states, d_states, dq, dk, dv, dg,
-        *q.stride(), *k.stride(), *v.stride(), *g_fwd.stride(),
-        *g_bwd.stride(), *d_o.stride(), *dq.stride(), *dk.stride(),
-        *dv.stride(),
-        scale, T, B, H, NT, K=K, V=V, BT=CHUNK, BC=SUB_BLOCK, BK=_width(K),
-        BV=_width(V), DT=dtypes[0], DOT=dtypes[1], **LAUNCH['backward'],
-    )  # fmt: skip
+    factored = q.new_empty(B * H, NT, dtype=torch.int32)
+    for exact in (False, True):  # the factorable chunks, then the others
+        bigla_bwd_kernel[(NT, B * H)](
+            q, k, v, g_fwd, g_bwd, d_o, states, d_states, dq, dk, dv, dg,
+            factored,
+            *q.stride(), *k.stride(), *v.stride(), *g_fwd.stride(),
+            *g_bwd.stride(), *d_o.stride(), *dq.stride(), *dk.stride(),
+            *dv.stride(),
+            scale, T, B, H, NT, K=K, V=V, BT=CHUNK, BC=SUB_BLOCK,
+            BK=_width(K), BV=_width(V), DT=dtypes[0], DOT=dtypes[1],
+            EXACT=exact, **LAUNCH['backward'],
+        )  # fmt: skip
     BK = min(32, _width(K))
     gate_grad_cumsum_kernel[(-(-K // BK), B * H, 2)](
         dg, T, NT, K=K, BT=CHUNK, BK=BK, **LAUNCH['gate_grad']

@@ -10,11 +10,16 @@ import triton.language as tl
 from .triton_kernels import (
     SIZES,
     _base,
+    _block_totals,
     _diagonal_decays,
     _diagonal_scores,
+    _factorable,
+    _factored_scores,
     _mm,
+    _mm_wide,
     _put,
     _tile,
+    _triangles,
 )
 
 
@@ -40,7 +45,7 @@ def _cross_block_grads(
 
 @triton.jit(do_not_specialize=SIZES)
 def bigla_bwd_kernel(
-    q, k, v, gf, gb, do, states, d_states, dq, dk, dv, dg,
+    q, k, v, gf, gb, do, states, d_states, dq, dk, dv, dg, factored,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
     sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
     sdqb, sdqh, sdqt, sdqd, sdkb, sdkh, sdkt, sdkd,
@@ -48,7 +53,7 @@ def bigla_bwd_kernel(
     scale, T, B, H, NT,
     K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
     BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
-    DOT: tl.constexpr,
+    DOT: tl.constexpr, EXACT: tl.constexpr,
 ):  # fmt: skip
     """dq, dk, dv of one chunk (BK >= K, BV >= V: all channels), and the
     per-token gate gradients before their cumulative sums:
@@ -56,6 +61,13 @@ def bigla_bwd_kernel(
     (dL/d rb), fp32 (2, B, H, T, K), with ^f / ^b the parts through each
     direction. ``d_states`` as written by :func:`chunk_states_kernel` for
     (q, dL/do).
+
+    Two launches share the chunks: the first (EXACT False) takes those
+    whose sub-blocks are all :func:`_factorable` (diagonals factored,
+    products on tensor cores) and writes ``factored`` (int32 (B * H, NT))
+    1 for them, 0 for the others, which the second (EXACT True: exact
+    diagonal decays) then takes. One kernel with both diagonals would hold
+    the registers of both and spill on the common path.
 
     Grid: (NT, B * H).
     """
@@ -84,13 +96,22 @@ def bigla_bwd_kernel(
     d_next_b = tl.load(d_states + s_offsets, mask=s_mask, other=0.0)
     d_next_f = tl.load(d_states + other + s_offsets, mask=s_mask, other=0.0)
     chunk = i_c * BT + tl.arange(0, BT)
-    total_f = tl.sum(_tile(gf, chunk, ks, sft, sfd, T, K), 0)
-    total_b = tl.sum(_tile(gb, chunk, ks, sgt, sgd, T, K), 0)
+    g_chunk = _tile(gf, chunk, ks, sft, sfd, T, K)
+    total_f, blocks_f = tl.sum(g_chunk, 0), _block_totals(g_chunk, NC, BC, BK)
+    g_chunk = _tile(gb, chunk, ks, sgt, sgd, T, K)
+    total_b, blocks_b = tl.sum(g_chunk, 0), _block_totals(g_chunk, NC, BC, BK)
+    flag = factored + i_bh.to(tl.int64) * NT + i_c
+    if EXACT:
+        mine = tl.load(flag) == 0
+    else:
+        mine = _factorable(blocks_f, blocks_b)
+        tl.store(flag, mine.to(tl.int32))
     before_f = tl.zeros([BK], dtype=tl.float32)
     before_b = tl.zeros([BK], dtype=tl.float32)
-    # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
-    # several sub-blocks' tiles live at once and spills (kernel_resources).
-    for r in range(NC):
+    # Loops over the sub-blocks (none for the other launch's chunks), not
+    # unrolled: unrolled, the compiler keeps several sub-blocks' tiles live
+    # at once and spills (kernel_resources).
+    for r in range(NC * mine.to(tl.int32)):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
         k_r = _tile(k, rows_r, ks, skt, skd, T, K)
@@ -100,21 +121,35 @@ def bigla_bwd_kernel(
         cf_r, tf_r = tl.cumsum(g_r, 0), tl.sum(g_r, 0)
         g_r = _tile(gb, rows_r, ks, sgt, sgd, T, K)
         cb_r, tb_r = tl.cumsum(g_r, 0, reverse=True), tl.sum(g_r, 0)
-        # The diagonal block, exact decays: dA = do v^T; dq sums over keys
-        # s <= t (forward) and s >= t (backward), dk over queries; dv
-        # through A (scaled with the terms below).
-        decays = _diagonal_decays(cf_r, cb_r, BC)
+        # The diagonal block: dA = do v^T; dq sums over keys s <= t
+        # (forward) and s >= t (backward), dk over queries; dv through A
+        # (scaled with the terms below).
         da = _mm(do_r, tl.trans(v_r), DT, DOT) * scale
-        parts = da[:, :, None] * decays  # [query t, key s, channel]
-        t = tl.arange(0, BC)[:, None, None]
-        s = tl.arange(0, BC)[None, :, None]
-        part = parts * k_r[None, :, :]
-        dq_f = tl.sum(tl.where(s <= t, part, 0.0), 1)
-        dq_b = tl.sum(tl.where(s >= t, part, 0.0), 1)
-        part = parts * q_r[:, None, :]
-        dk_f = tl.sum(tl.where(s <= t, part, 0.0), 0)
-        dk_b = tl.sum(tl.where(s >= t, part, 0.0), 0)
-        a = _diagonal_scores(q_r, k_r, decays, BC)
+        if not EXACT:  # through the block's ends
+            lower, upper = _triangles(BC)
+            da_f = tl.where(lower, da, 0.0)
+            da_b = tl.where(upper, da, 0.0)
+            dq_f = _mm_wide(da_f, k_r * tl.exp(-cf_r), DT, DOT)
+            dq_b = _mm_wide(da_b, k_r * tl.exp(-cb_r), DT, DOT)
+            dk_f = _mm_wide(tl.trans(da_f), q_r * tl.exp(cf_r), DT, DOT)
+            dk_b = _mm_wide(tl.trans(da_b), q_r * tl.exp(cb_r), DT, DOT)
+            dq_f *= tl.exp(cf_r)
+            dq_b *= tl.exp(cb_r)
+            dk_f *= tl.exp(-cf_r)
+            dk_b *= tl.exp(-cb_r)
+            a = _factored_scores(q_r, k_r, cf_r, cb_r, BC, DT, DOT)
+        else:  # exact decays
+            decays = _diagonal_decays(cf_r, cb_r, BC)
+            a = _diagonal_scores(q_r, k_r, decays, BC)
+            parts = da[:, :, None] * decays  # [query t, key s, channel]
+            t = tl.arange(0, BC)[:, None, None]
+            s = tl.arange(0, BC)[None, :, None]
+            part = parts * k_r[None, :, :]
+            dq_f = tl.sum(tl.where(s <= t, part, 0.0), 1)
+            dq_b = tl.sum(tl.where(s >= t, part, 0.0), 1)
+            part = parts * q_r[:, None, :]
+            dk_f = tl.sum(tl.where(s <= t, part, 0.0), 0)
+            dk_b = tl.sum(tl.where(s >= t, part, 0.0), 0)
         dv_r = _mm(tl.trans(a), do_r, DT, DOT)
         after_f = total_f - before_f - tf_r
         after_b = tl.minimum(total_b - before_b - tb_r, 0.0)

@@ -15,11 +15,16 @@ decayed to its first token's predecessor) and S^b_c the backward one (keys
 after it, decayed to its last token's successor). Both directions share
 every load; the backward direction is index arithmetic, no flipped copy.
 
-Every exponent is <= 0: off-diagonal sub-blocks factor the decay at a point
-between the query and key sub-blocks (the queries' and keys' factors are
-both decays), diagonal sub-blocks take the exact decays of every (query,
-key, channel) at once (a (BC, BC, d_k) tile, :func:`_diagonal_decays`),
-and states are carried decayed to the chunk boundary.
+Off-diagonal sub-blocks factor the decay at a point between the query and
+key sub-blocks (the queries' and keys' factors are both decays, exponents
+<= 0), and states are carried decayed to the chunk boundary. A diagonal
+sub-block whose gates sum to at least -FACTOR_LIMIT in every channel and
+direction (any GLA module's with the usual gate temperature of 16 unless
+its gate logits average below -30) is factored through its own ends, two
+products on tensor cores (:func:`_factored_scores`): the queries' factors
+are decays, the keys' at most exp(FACTOR_LIMIT). Any other takes the exact
+decays of every (query, key, channel) at once (a (BC, BC, d_k) tile,
+:func:`_diagonal_decays`, exponents <= 0), so no gates overflow.
 
 Tensors are (B, H, T, d) with any strides. ``DT`` is the dtype of q, k, v;
 ``DOT`` the dtype handed to ``tl.dot`` (``DT`` on a GPU; fp32 holding
@@ -33,6 +38,10 @@ import triton.language as tl
 # Sizes that vary between calls are not specialised on (e.g. B = 1), so one
 # compilation per dtype and head width serves every batch and length.
 SIZES = ['T', 'B', 'H', 'NT']
+# Largest |gate sum| over a diagonal sub-block (per channel and direction)
+# for which it is factored through its ends: keys then grow by at most
+# e^30 (1e13), far inside the range of fp32, bf16 and tf32 products.
+FACTOR_LIMIT = tl.constexpr(30.0)
 
 
 @triton.jit
@@ -55,6 +64,54 @@ def _put(ptr, x, rows, cols, stride_t, stride_d, T, D):
 def _mm(a, b, DT: tl.constexpr, DOT: tl.constexpr):
     """``a @ b`` with both operands rounded to DT, accumulated in fp32."""
     return tl.dot(a.to(DT).to(DOT), b.to(DT).to(DOT), out_dtype=tl.float32)
+
+
+@triton.jit
+def _mm_wide(a, b, DT: tl.constexpr, DOT: tl.constexpr):
+    """:func:`_mm` for the factored diagonal sub-blocks, whose key factors
+    reach e^FACTOR_LIMIT: fp16 inputs multiply as tf32 (fp16's mantissa,
+    fp32's range), bf16 and fp32 ones as :func:`_mm` (fp32's range
+    already; rounded to bf16 like the off-diagonal sub-blocks' products)."""
+    if DT == tl.float16:
+        return tl.dot(a, b, input_precision='tf32', out_dtype=tl.float32)
+    return _mm(a, b, DT, DOT)
+
+
+@triton.jit
+def _triangles(BC: tl.constexpr):
+    """(BC, BC) masks [query t, key s] of s <= t and s >= t."""
+    sub = tl.arange(0, BC)
+    return sub[None, :] <= sub[:, None], sub[None, :] >= sub[:, None]
+
+
+@triton.jit
+def _factorable(tf, tb):
+    """Whether diagonal sub-blocks with gate totals ``tf``, ``tb`` (BK,),
+    or (NC, BK) for a chunk's NC sub-blocks, are all factored through their
+    ends (:data:`FACTOR_LIMIT`): a scalar, the same for the whole
+    program."""
+    return tl.min(tl.minimum(tf, tb)) >= -FACTOR_LIMIT
+
+
+@triton.jit
+def _block_totals(g, NC: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr):
+    """Gate sums (NC, BK) of the NC sub-blocks of a chunk's (NC*BC, BK)
+    gates."""
+    return tl.sum(tl.reshape(g, (NC, BC, BK)), 1)
+
+
+@triton.jit
+def _factored_scores(
+    q, k, cf, cb, BC: tl.constexpr, DT: tl.constexpr, DOT: tl.constexpr
+):  # fmt: skip
+    """A_ts of one :func:`_factorable` sub-block, (BC, BC) fp32, by two
+    products: exp(cf_t - cf_s) = exp(cf_t) exp(-cf_s) for s <= t,
+    exp(cb_t - cb_s) = exp(cb_t) exp(-cb_s) for s >= t (both at s = t).
+    ``q``, ``k``, ``cf``, ``cb``: (BC, BK) as in :func:`_diagonal_decays`."""
+    lower, upper = _triangles(BC)
+    a_f = _mm_wide(q * tl.exp(cf), tl.trans(k * tl.exp(-cf)), DT, DOT)
+    a_b = _mm_wide(q * tl.exp(cb), tl.trans(k * tl.exp(-cb)), DT, DOT)
+    return tl.where(lower, a_f, 0.0) + tl.where(upper, a_b, 0.0)
 
 
 @triton.jit
@@ -222,11 +279,13 @@ def bigla_fwd_kernel(
             else:
                 before_fj += tf_r
                 before_bj += tb_r
-        # The diagonal block: exact decays.
-        a = _diagonal_scores(
-            q_r, _tile(k, rows_r, ks, skt, skd, T, K),
-            _diagonal_decays(cf_r, cb_r, BC), BC,
-        )  # fmt: skip
+        # The diagonal block.
+        k_r = _tile(k, rows_r, ks, skt, skd, T, K)
+        if _factorable(tf_r, tb_r):
+            a = _factored_scores(q_r, k_r, cf_r, cb_r, BC, DT, DOT)
+        else:
+            decays = _diagonal_decays(cf_r, cb_r, BC)
+            a = _diagonal_scores(q_r, k_r, decays, BC)
         acc += _mm(a, _tile(v, rows_r, vs, svt, svd, T, V), DT, DOT)
         _put(o, acc * scale, rows_r, vs, sot, sod, T, V)
         before_f += tf_r
