@@ -30,7 +30,7 @@ from mmlvit.ops.gla import (  # noqa: E402
 from mmlvit.ops.heads import common_buffer  # noqa: E402
 
 NAMES = 'q k v g_fwd g_bwd'.split()
-FLAG = torch.int32  # the dtype of the backward's chunk flags
+FLAG = torch.int32  # the dtype of the backward's chunk kinds
 DTYPES = {
     'fp32': torch.float32,
     'bf16': torch.bfloat16,
@@ -44,9 +44,9 @@ def oracle(q, k, v, g_fwd, g_bwd, scale):
     return bidirectional_gla_map(q, k, g_fwd, g_bwd, scale) @ v
 
 
-class RecordFactored:
-    """``bigla_bwd_kernel`` that keeps, after its second launch, which
-    chunks the first one took with factored diagonals."""
+class RecordKinds:
+    """``bigla_bwd_kernel`` that keeps, after its last launch, the kinds
+    of the chunks (how the backward took them)."""
 
     def __init__(self, kernel, seen):
         self.kernel, self.seen = kernel, seen
@@ -56,19 +56,19 @@ class RecordFactored:
             self.kernel[grid](*args, **kwargs)
             if kwargs['EXACT']:
                 flags = [a for a in args if getattr(a, 'dtype', 0) == FLAG]
-                self.seen['factored'] = flags[0].flatten().tolist()
+                self.seen['kinds'] = flags[0].flatten().tolist()
 
         return launch
 
 
 def compare(tensors, scale=0.4):
     """The triton path against :func:`oracle`, output and gradients, with
-    the strides and dtypes that reached the kernels and which chunks the
-    backward took with factored diagonals (1) or exact ones (0)."""
+    the strides and dtypes that reached the kernels and the kinds of the
+    backward's chunks (2 whole, 1 factored diagonals, 0 exact ones)."""
     seen = {}
     forward, backward = triton_backend.forward, triton_backend.backward
     kernel = triton_backward_kernels.bigla_bwd_kernel
-    triton_backward_kernels.bigla_bwd_kernel = RecordFactored(kernel, seen)
+    triton_backward_kernels.bigla_bwd_kernel = RecordKinds(kernel, seen)
 
     def recording(q, k, v, g_fwd, g_bwd, scale):
         seen.update(q=q.stride(), k=k.stride(), v=v.stride())
@@ -107,17 +107,17 @@ def compare(tensors, scale=0.4):
     )
 
 
-def strided(T, dtype, B=1, H=2, d=16):
+def strided(T, dtype, B=1, H=3, d=16):
     """q, k, v as the attention module makes them: views of one (B, T, 3,
-    H, d) projection, permuted to (B, H, T, d), never copied. Head 0's
-    gates a quarter of head 1's: 16-token sub-blocks sum to -15 ... 0
-    there (diagonals factored) and to below -30 in places in head 1
-    (exact)."""
+    H, d) projection, permuted to (B, H, T, d), never copied. Gates
+    weakest in head 0 and strongest in head 2, so that the backward takes
+    chunks of every kind (see test_gla_triton.py)."""
     q, k, v, g_fwd, g_bwd = inputs(
         B=B, H=H, T=T, d=d, dtype=torch.float32, seed=T, gate=2
     )
     for g in (g_fwd, g_bwd):
-        g[:, 0] /= 4
+        g[:, 0] /= 8
+        g[:, 1] /= 2
     qkv = torch.stack([q, k, v], dim=2).permute(0, 3, 2, 1, 4).contiguous()
     q, k, v = qkv.to(dtype).permute(2, 0, 3, 1, 4)
     return [q, k, v, g_fwd, g_bwd]

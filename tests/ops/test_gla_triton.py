@@ -58,7 +58,7 @@ def assert_close(report, rtol):
 
 def test_fp32_output_and_gradients_equal_oracle(interpreted):
     """T = 150: three chunks of 64, the last one partial, so the middle
-    chunk receives a state from each side; d = 16, two heads."""
+    chunk receives a state from each side; d = 16, three heads."""
     report = interpreted['strided fp32 T=150']
     assert report['dtype'] == 'torch.float32'
     assert_close(report, rtol=2e-5)
@@ -70,7 +70,7 @@ def test_strided_views_reach_the_kernels_uncopied(interpreted):
     for name in ('strided fp32 T=150', 'strided bf16 T=80'):
         report = interpreted[name]
         strides = report['view_strides']
-        assert strides[-2] == 3 * 2 * 16  # 3 H d between tokens
+        assert strides[-2] == 3 * 3 * 16  # 3 H d between tokens
         for t in 'qkv':
             assert report['kernel'][t] == strides, name
 
@@ -84,22 +84,19 @@ def test_qkv_gradients_share_one_buffer(interpreted):
     assert not interpreted['vanishing fp32 T=80']['kernel']['qkv_grad_buffer']
 
 
-def test_backward_takes_chunks_factored_or_exact(interpreted):
-    """The backward's first launch takes the chunks whose 16-token
-    sub-blocks all have gate sums >= -30 (diagonals factored, products on
-    tensor cores), the second the others (exact decays): the strided
-    checks' weak head only the first, their strong head and the vanishing
-    gates the second, so the comparisons above cover both."""
-    for name, chunks in (('strided fp32 T=150', 3), ('strided bf16 T=80', 2)):
-        factored = interpreted[name]['kernel']['factored']
-        assert factored == [1] * chunks + [0] * chunks, name  # (head, chunk)
-    assert interpreted['strided fp16 T=80']['kernel']['factored'] == [
-        1,
-        1,
-        0,
-        0,
-    ]
-    assert interpreted['vanishing fp32 T=80']['kernel']['factored'] == [0, 0]
+def test_backward_takes_chunks_of_every_kind(interpreted):
+    """Chunks of 64 tokens whose gates sum to >= -30 (every channel, both
+    directions) are taken whole, by (64, 64) products (kind 2); the others
+    by 16-token sub-blocks, whose diagonals are factored where each
+    sub-block's gates sum to >= -30 (1) and exact otherwise (0). The
+    strided checks' three heads (gates / 8, / 2, as drawn) and the
+    vanishing gates take all three, so the comparisons above cover each."""
+    kinds = [2, 2, 2, 1, 1, 2, 0, 0, 0]  # (head, chunk)
+    assert interpreted['strided fp32 T=150']['kernel']['kinds'] == kinds
+    for dtype in ('bf16', 'fp16'):
+        report = interpreted[f'strided {dtype} T=80']
+        assert report['kernel']['kinds'] == [2, 2, 1, 2, 0, 0], dtype
+    assert interpreted['vanishing fp32 T=80']['kernel']['kinds'] == [0, 0]
 
 
 def test_vanishing_gates_stay_finite_and_exact(interpreted):

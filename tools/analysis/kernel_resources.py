@@ -113,12 +113,17 @@ def depthwise_conv_cases(dtype, name):
 
 def gla_cases(dtype, name):
     from mmlvit.ops.gla import triton_backend as backend
-    from mmlvit.ops.gla import triton_backward_kernels, triton_kernels
+    from mmlvit.ops.gla import (
+        triton_backward_kernels,
+        triton_chunk_kernels,
+        triton_kernels,
+    )
 
     tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv', 'x', 'y')
     pointers = {n: name for n in tokens}
     gates = ('gf', 'gb', 'g0', 'g1', 'states', 'd_states', 'out', 'dg')
     pointers.update({n: 'fp32' for n in gates})
+    pointers.update(whole='i32', kinds='i32')
     DT, DOT = backend._dtypes(dtype)
     chunk = dict(K=D, V=D, BT=backend.CHUNK, DT=DT, DOT=DOT)
     blocks = dict(chunk, BC=backend.SUB_BLOCK, BK=D, BV=D)
@@ -132,6 +137,14 @@ def gla_cases(dtype, name):
             warps['states'],
         ),
         KernelCase(
+            'gla.chunk_fwd_kernel (whole chunks)',
+            triton_chunk_kernels.chunk_fwd_kernel,
+            pointers,
+            dict(chunk, BK=D, BV=D),
+            warps['whole_forward'],
+            floats=('scale',),
+        ),
+        KernelCase(
             'gla.bigla_fwd_kernel',
             triton_kernels.bigla_fwd_kernel,
             pointers,
@@ -141,9 +154,22 @@ def gla_cases(dtype, name):
         ),
         *(
             KernelCase(
+                f'gla.chunk_bwd_kernel (whole chunks, {name})',
+                triton_chunk_kernels.chunk_bwd_kernel,
+                pointers,
+                dict(blocks, PART=part),
+                warps['whole_backward'],
+                floats=('scale',),
+            )
+            for part, name in zip(
+                triton_chunk_kernels.PARTS, ('dq', 'dk', 'dv')
+            )
+        ),
+        *(
+            KernelCase(
                 f'gla.bigla_bwd_kernel ({diagonal})',
                 triton_backward_kernels.bigla_bwd_kernel,
-                dict(pointers, factored='i32'),
+                pointers,
                 dict(blocks, EXACT=diagonal == 'exact diagonals'),
                 warps['backward'],
                 floats=('scale',),

@@ -1,16 +1,23 @@
 """The triton backend: bidirectional GLA by our fused Triton kernels
 (:mod:`.triton_kernels`), both directions in one pass over the tokens.
 
-Forward: one launch scans the chunk states of both directions
-(``chunk_states_kernel``, grid (K / 32, V / 32, 2 B H)), one computes the
-outputs (``bigla_fwd_kernel``, grid (V / 64, T / 64, B H)). Backward: the
-states and their gradients are rescanned, two launches write dq, dk, dv
-and the per-token gate gradients (``bigla_bwd_kernel``, grid (T / 64, B
-H): the chunks whose diagonal sub-blocks are factored, then the others),
-one sums those over the sequence. Only q, k, v and the gates' inputs are
-saved (the gates are recomputed from them); the per-chunk states, (2, B,
-H, T / 64, d_k, d_v) fp32, live during one pass. Fixed launch
-configurations, no autotuning.
+Chunks of 64 tokens are taken in one of three ways, by their gates' sums
+(see :mod:`.triton_chunk_kernels`): whole, every decay factored through
+the chunk's ends (the usual case), or by 16-token sub-blocks whose
+diagonals are factored or, for the strongest gates, exact. Forward: one
+launch scans the chunk states of both directions (``chunk_states_kernel``,
+grid (K / 32, V / 32, 2 B H)), one computes the outputs of the chunks
+taken whole (``chunk_fwd_kernel``, grid (V / 64, T / 64, B H)) and one
+those of the others (``bigla_fwd_kernel``, the same grid). Backward: the
+states and their gradients are rescanned; dq, dk, dv and the per-token
+gate gradients of the chunks taken whole come from three launches
+(``chunk_bwd_kernel``, grid (T / 64, B H): dq, dk, dv), those of
+the others from two more (``bigla_bwd_kernel``, the same grid: factored
+diagonals, then exact ones); one launch sums the gate gradients over the
+sequence. The launches for one kind of chunk return at once for the
+others. Only q, k, v and the gates' inputs are saved (the gates are
+recomputed from them); the per-chunk states, (2, B, H, T / 64, d_k, d_v)
+fp32, live during one pass. Fixed launch configurations, no autotuning.
 """
 
 import functools
@@ -31,17 +38,19 @@ SUB_BLOCK = 16
 # backward, all d_v) channels of a sub-block.
 MAX_HEAD_DIM = 128
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-# Fixed launch configuration of each kernel (Triton's launch options). The
-# output and gradient kernels hold a chunk's states and every channel of
-# its sub-blocks: at 8 warps they take 128 and 249 registers a thread, no
-# spill (the gradient kernel with exact diagonal decays, a (16, 16, d_k)
-# tile, 255 and 48 bytes outside its inner loops); at 4 warps 241 and 255,
-# spilling 416 bytes backward. The state scan takes 128 registers at 8
-# warps, 222 at 4: twice the resident warps (sm_90, bf16, d = 64;
-# tools/analysis/kernel_resources.py).
+# Fixed launch configuration of each kernel (Triton's launch options), 8
+# warps where 4 would spill or hold half the resident warps (sm_90, bf16,
+# d = 64; tools/analysis/kernel_resources.py). Registers a thread and
+# spilled bytes at 8 warps: whole chunks forward 187 / 0, backward (dq,
+# dk, dv) 255 / 24, 255 / 56, 207 / 0, straight-line code; sub-blocks
+# forward 128 / 0, backward 249 / 0 (factored diagonals) and 255 / 48
+# (exact, a (16, 16, d_k) decay tile), outside their inner loops; the
+# state scan 128 / 0 (222 at 4 warps).
 LAUNCH = {
     'states': dict(num_warps=8),
+    'whole_forward': dict(num_warps=8),
     'forward': dict(num_warps=8),
+    'whole_backward': dict(num_warps=8),
     'backward': dict(num_warps=8),
     'gate_grad': dict(num_warps=4),
 }
@@ -105,21 +114,31 @@ def chunk_states(x, y, g0, g1, inclusive, dtypes):
 
 def forward(q, k, v, g_fwd, g_bwd, scale):
     """``scale * (o^f + flip(o^b))``, (B, H, T, d_v) in v's dtype."""
+    from .triton_chunk_kernels import chunk_fwd_kernel
     from .triton_kernels import bigla_fwd_kernel
 
     B, H, T, K = q.shape
     V = v.shape[-1]
     dtypes = _dtypes(v.dtype)
     states = chunk_states(k, v, g_fwd, g_bwd, False, dtypes)
+    NT = states.shape[3]
     o = _like_tokens(v, V)
     BV = min(64, _width(V))
-    grid = (-(-V // BV), states.shape[3], B * H)
+    grid = (-(-V // BV), NT, B * H)
+    whole = q.new_empty(grid[0], B * H, NT, dtype=torch.int32)
+    tensors = (q, k, v, g_fwd, g_bwd, states, o, whole)
+    strides = (q, k, v, g_fwd, g_bwd, o)
+    sizes = dict(K=K, V=V, BT=CHUNK, BK=_width(K), BV=BV)
+    # The chunks taken whole, then the others by sub-blocks.
+    chunk_fwd_kernel[grid](
+        *tensors, *(n for t in strides for n in t.stride()),
+        scale, T, B, H, NT, DT=dtypes[0], DOT=dtypes[1], **sizes,
+        **LAUNCH['whole_forward'],
+    )  # fmt: skip
     bigla_fwd_kernel[grid](
-        q, k, v, g_fwd, g_bwd, states, o,
-        *q.stride(), *k.stride(), *v.stride(), *g_fwd.stride(),
-        *g_bwd.stride(), *o.stride(),
-        scale, T, B, H, states.shape[3], K=K, V=V, BT=CHUNK, BC=SUB_BLOCK,
-        BK=_width(K), BV=BV, DT=dtypes[0], DOT=dtypes[1], **LAUNCH['forward'],
+        *tensors, *(n for t in strides for n in t.stride()),
+        scale, T, B, H, NT, BC=SUB_BLOCK, DT=dtypes[0], DOT=dtypes[1],
+        **sizes, **LAUNCH['forward'],
     )  # fmt: skip
     return o
 
@@ -131,6 +150,7 @@ def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
         bigla_bwd_kernel,
         gate_grad_cumsum_kernel,
     )
+    from .triton_chunk_kernels import PARTS, chunk_bwd_kernel
 
     B, H, T, K = q.shape
     V = v.shape[-1]
@@ -144,18 +164,25 @@ def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
         dq, dk, dv = _like_tokens(q, K), _like_tokens(k, K), _like_tokens(v, V)
     dg = q.new_empty(2, B, H, T, K, dtype=torch.float32)
     NT = states.shape[3]
-    factored = q.new_empty(B * H, NT, dtype=torch.int32)
-    for exact in (False, True):  # the factorable chunks, then the others
+    kinds = q.new_empty(B * H, NT, dtype=torch.int32)
+    tensors = (q, k, v, g_fwd, g_bwd, d_o, states, d_states, dq, dk, dv, dg)
+    strides = (q, k, v, g_fwd, g_bwd, d_o, dq, dk, dv)
+    arguments = (
+        *tensors, kinds, *(n for t in strides for n in t.stride()),
+        scale, T, B, H, NT,
+    )  # fmt: skip
+    sizes = dict(K=K, V=V, BT=CHUNK, BC=SUB_BLOCK, BK=_width(K), BV=_width(V))
+    sizes.update(DT=dtypes[0], DOT=dtypes[1])
+    # The chunks taken whole, then by sub-blocks with factored diagonals,
+    # then with exact ones.
+    for part in PARTS:
+        chunk_bwd_kernel[(NT, B * H)](
+            *arguments, PART=part, **sizes, **LAUNCH['whole_backward']
+        )
+    for exact in (False, True):
         bigla_bwd_kernel[(NT, B * H)](
-            q, k, v, g_fwd, g_bwd, d_o, states, d_states, dq, dk, dv, dg,
-            factored,
-            *q.stride(), *k.stride(), *v.stride(), *g_fwd.stride(),
-            *g_bwd.stride(), *d_o.stride(), *dq.stride(), *dk.stride(),
-            *dv.stride(),
-            scale, T, B, H, NT, K=K, V=V, BT=CHUNK, BC=SUB_BLOCK,
-            BK=_width(K), BV=_width(V), DT=dtypes[0], DOT=dtypes[1],
-            EXACT=exact, **LAUNCH['backward'],
-        )  # fmt: skip
+            *arguments, EXACT=exact, **sizes, **LAUNCH['backward']
+        )
     BK = min(32, _width(K))
     gate_grad_cumsum_kernel[(-(-K // BK), B * H, 2)](
         dg, T, NT, K=K, BT=CHUNK, BK=BK, **LAUNCH['gate_grad']

@@ -8,12 +8,13 @@ import triton
 import triton.language as tl
 
 from .triton_kernels import (
+    EXACT_DIAGONALS,
+    FACTORED_DIAGONALS,
     SIZES,
     _base,
-    _block_totals,
+    _chunk_state,
     _diagonal_decays,
     _diagonal_scores,
-    _factorable,
     _factored_scores,
     _mm,
     _mm_wide,
@@ -45,7 +46,7 @@ def _cross_block_grads(
 
 @triton.jit(do_not_specialize=SIZES)
 def bigla_bwd_kernel(
-    q, k, v, gf, gb, do, states, d_states, dq, dk, dv, dg, factored,
+    q, k, v, gf, gb, do, states, d_states, dq, dk, dv, dg, kinds,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
     sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
     sdqb, sdqh, sdqt, sdqd, sdkb, sdkh, sdkt, sdkd,
@@ -62,12 +63,12 @@ def bigla_bwd_kernel(
     direction. ``d_states`` as written by :func:`chunk_states_kernel` for
     (q, dL/do).
 
-    Two launches share the chunks: the first (EXACT False) takes those
-    whose sub-blocks are all :func:`_factorable` (diagonals factored,
-    products on tensor cores) and writes ``factored`` (int32 (B * H, NT))
-    1 for them, 0 for the others, which the second (EXACT True: exact
-    diagonal decays) then takes. One kernel with both diagonals would hold
-    the registers of both and spill on the common path.
+    It takes the chunks whose ``kinds`` (written by
+    :func:`~.triton_chunk_kernels.chunk_bwd_kernel`, which takes the
+    WHOLE_CHUNK ones) are FACTORED_DIAGONALS (EXACT False: diagonal
+    sub-blocks factored, products on tensor cores) or EXACT_DIAGONALS
+    (EXACT True: exact decays), one launch each: one kernel with both
+    diagonals would hold the registers of both and spill.
 
     Grid: (NT, B * H).
     """
@@ -87,25 +88,18 @@ def bigla_bwd_kernel(
     ks, vs = tl.arange(0, BK), tl.arange(0, BV)
     NC: tl.constexpr = BT // BC
     sub = tl.arange(0, BC)
-    s_offsets = (i_bh.to(tl.int64) * NT + i_c) * K * V
-    s_offsets += ks[:, None] * V + vs[None, :]
-    s_mask = (ks[:, None] < K) & (vs[None, :] < V)
-    other = B * H * NT * K * V
-    state_f = tl.load(states + s_offsets, mask=s_mask, other=0.0)
-    state_b = tl.load(states + other + s_offsets, mask=s_mask, other=0.0)
-    d_next_b = tl.load(d_states + s_offsets, mask=s_mask, other=0.0)
-    d_next_f = tl.load(d_states + other + s_offsets, mask=s_mask, other=0.0)
+    state_f = _chunk_state(states, 0, i_bh, i_c, B, H, NT, ks, vs, K, V)
+    state_b = _chunk_state(states, 1, i_bh, i_c, B, H, NT, ks, vs, K, V)
+    d_next_b = _chunk_state(d_states, 0, i_bh, i_c, B, H, NT, ks, vs, K, V)
+    d_next_f = _chunk_state(d_states, 1, i_bh, i_c, B, H, NT, ks, vs, K, V)
     chunk = i_c * BT + tl.arange(0, BT)
-    g_chunk = _tile(gf, chunk, ks, sft, sfd, T, K)
-    total_f, blocks_f = tl.sum(g_chunk, 0), _block_totals(g_chunk, NC, BC, BK)
-    g_chunk = _tile(gb, chunk, ks, sgt, sgd, T, K)
-    total_b, blocks_b = tl.sum(g_chunk, 0), _block_totals(g_chunk, NC, BC, BK)
-    flag = factored + i_bh.to(tl.int64) * NT + i_c
+    total_f = tl.sum(_tile(gf, chunk, ks, sft, sfd, T, K), 0)
+    total_b = tl.sum(_tile(gb, chunk, ks, sgt, sgd, T, K), 0)
+    kind = tl.load(kinds + i_bh.to(tl.int64) * NT + i_c)
     if EXACT:
-        mine = tl.load(flag) == 0
+        mine = kind == EXACT_DIAGONALS
     else:
-        mine = _factorable(blocks_f, blocks_b)
-        tl.store(flag, mine.to(tl.int32))
+        mine = kind == FACTORED_DIAGONALS
     before_f = tl.zeros([BK], dtype=tl.float32)
     before_b = tl.zeros([BK], dtype=tl.float32)
     # Loops over the sub-blocks (none for the other launch's chunks), not

@@ -15,16 +15,19 @@ decayed to its first token's predecessor) and S^b_c the backward one (keys
 after it, decayed to its last token's successor). Both directions share
 every load; the backward direction is index arithmetic, no flipped copy.
 
-Off-diagonal sub-blocks factor the decay at a point between the query and
-key sub-blocks (the queries' and keys' factors are both decays, exponents
-<= 0), and states are carried decayed to the chunk boundary. A diagonal
-sub-block whose gates sum to at least -FACTOR_LIMIT in every channel and
-direction (any GLA module's with the usual gate temperature of 16 unless
-its gate logits average below -30) is factored through its own ends, two
-products on tensor cores (:func:`_factored_scores`): the queries' factors
-are decays, the keys' at most exp(FACTOR_LIMIT). Any other takes the exact
-decays of every (query, key, channel) at once (a (BC, BC, d_k) tile,
-:func:`_diagonal_decays`, exponents <= 0), so no gates overflow.
+Chunks whose gates allow it are taken whole instead, every decay factored
+through the chunk's ends (:mod:`.triton_chunk_kernels`); the kernels here
+take the others. Off-diagonal sub-blocks factor the decay at a point
+between the query and key sub-blocks (the queries' and keys' factors are
+both decays, exponents <= 0), and states are carried decayed to the chunk
+boundary. A diagonal sub-block whose gates sum to at least -FACTOR_LIMIT
+in every channel and direction (at the module's gate temperature of 16,
+unless its gate logits average below about -30) is factored through its
+own ends, two products on tensor cores (:func:`_factored_scores`): the
+queries' factors are decays, the keys' at most exp(FACTOR_LIMIT). Any
+other takes the exact decays of every (query, key, channel) at once (a
+(BC, BC, d_k) tile, :func:`_diagonal_decays`, exponents <= 0), so no gates
+overflow.
 
 Tensors are (B, H, T, d) with any strides. ``DT`` is the dtype of q, k, v;
 ``DOT`` the dtype handed to ``tl.dot`` (``DT`` on a GPU; fp32 holding
@@ -42,6 +45,12 @@ SIZES = ['T', 'B', 'H', 'NT']
 # for which it is factored through its ends: keys then grow by at most
 # e^30 (1e13), far inside the range of fp32, bf16 and tf32 products.
 FACTOR_LIMIT = tl.constexpr(30.0)
+# How a chunk is taken, by the gates' sums (2 implies 1): whole (all its
+# decays factored through its ends), or by sub-blocks with their diagonals
+# factored, or with exact diagonals.
+WHOLE_CHUNK = tl.constexpr(2)
+FACTORED_DIAGONALS = tl.constexpr(1)
+EXACT_DIAGONALS = tl.constexpr(0)
 
 
 @triton.jit
@@ -50,6 +59,16 @@ def _tile(ptr, rows, cols, stride_t, stride_d, T, D):
     mask = (rows[:, None] < T) & (cols[None, :] < D)
     offsets = rows[:, None] * stride_t + cols[None, :] * stride_d
     return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _chunk_state(ptr, direction, i_bh, i_c, B, H, NT, ks, vs, K, V):
+    """The (BK, BV) fp32 tile ``ptr[direction, i_bh, i_c]`` of a (2, B * H,
+    NT, K, V) buffer of chunk states, zero outside (K, V)."""
+    index = (direction * B * H + i_bh).to(tl.int64) * NT + i_c
+    offsets = index * K * V + ks[:, None] * V + vs[None, :]
+    mask = (ks[:, None] < K) & (vs[None, :] < V)
+    return tl.load(ptr + offsets, mask=mask, other=0.0)
 
 
 @triton.jit
@@ -202,7 +221,7 @@ def chunk_states_kernel(
 
 @triton.jit(do_not_specialize=SIZES)
 def bigla_fwd_kernel(
-    q, k, v, gf, gb, states, o,
+    q, k, v, gf, gb, states, o, whole,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
     sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
     scale, T, B, H, NT,
@@ -211,7 +230,9 @@ def bigla_fwd_kernel(
     DOT: tl.constexpr,
 ):  # fmt: skip
     """Output of one chunk, both directions, for a tile of BV value
-    channels (BK >= K: all key channels).
+    channels (BK >= K: all key channels), sub-block by sub-block: the
+    chunks that :func:`~.triton_chunk_kernels.chunk_fwd_kernel` left
+    (``whole`` 0).
 
     Grid: (cdiv(V, BV), NT, B * H).
     """
@@ -227,19 +248,17 @@ def bigla_fwd_kernel(
     vs = i_v * BV + tl.arange(0, BV)
     NC: tl.constexpr = BT // BC
     sub = tl.arange(0, BC)
-    s_offsets = (i_bh.to(tl.int64) * NT + i_c) * K * V
-    s_offsets += ks[:, None] * V + vs[None, :]
-    s_mask = (ks[:, None] < K) & (vs[None, :] < V)
-    state_f = tl.load(states + s_offsets, mask=s_mask, other=0.0)
-    s_offsets += B * H * NT * K * V
-    state_b = tl.load(states + s_offsets, mask=s_mask, other=0.0)
+    state_f = _chunk_state(states, 0, i_bh, i_c, B, H, NT, ks, vs, K, V)
+    state_b = _chunk_state(states, 1, i_bh, i_c, B, H, NT, ks, vs, K, V)
     chunk = i_c * BT + tl.arange(0, BT)
     total_b = tl.sum(_tile(gb, chunk, ks, sgt, sgd, T, K), 0)
     before_f = tl.zeros([BK], dtype=tl.float32)  # gf summed before block r
     before_b = tl.zeros([BK], dtype=tl.float32)
-    # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
-    # several sub-blocks' tiles live at once and spills (kernel_resources).
-    for r in range(NC):
+    taken = tl.load(whole + (i_v * B * H + i_bh).to(tl.int64) * NT + i_c)
+    # Loops over the sub-blocks (none for a chunk taken whole), not
+    # unrolled: unrolled, the compiler keeps several sub-blocks' tiles live
+    # at once and spills (kernel_resources).
+    for r in range(NC * (1 - taken)):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
         g_r = _tile(gf, rows_r, ks, sft, sfd, T, K)
