@@ -155,15 +155,16 @@ def test_module_keeps_only_half_precision_activations(interpreted):
 # --------------------------------------------------------- CUDA only
 
 
-def _cuda_inputs(T, dtype, B=2, H=12, d=64):
-    """A (B, T, 3, H, d) projection's q, k, v views in ``dtype`` and the
-    module's gates (logsigmoid / 16), fp32."""
+def _cuda_inputs(T, dtype, B=2, H=12, d=64, temperature=16):
+    """A (B, T, 3, H, d) projection's q, k, v views in ``dtype`` and gates
+    as the module makes them (logsigmoid / temperature), fp32."""
     q, k, v, g_fwd, g_bwd = inputs(
         B=B, H=H, T=T, d=d, dtype=torch.float32, seed=T, gate=2
     )
     qkv = torch.stack([q, k, v], dim=2).permute(0, 3, 2, 1, 4).cuda()
     q, k, v = qkv.to(dtype).permute(2, 0, 3, 1, 4)
-    return [q, k, v, g_fwd.cuda() / 16, g_bwd.cuda() / 16]
+    gates = (g.cuda() / temperature for g in (g_fwd, g_bwd))
+    return [q, k, v, *gates]
 
 
 @pytest.mark.cuda
@@ -173,13 +174,16 @@ def test_auto_picks_triton_on_cuda():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize('T', [785, 4097])
+@pytest.mark.parametrize('T, temperature', [(785, 16), (4097, 16), (785, 2)])
 @pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float32])
-def test_triton_equals_torch_path_on_cuda(T, dtype):
+def test_triton_equals_torch_path_on_cuda(T, temperature, dtype):
     """B = 2, H = 12, d = 64 views of one projection: output and all five
     gradients against the PyTorch path run in fp32 on the same (rounded)
-    inputs. The kernels multiply in the input dtype (TF32 for fp32)."""
-    tensors = [t.requires_grad_() for t in _cuda_inputs(T, dtype)]
+    inputs. The kernels multiply in the input dtype (TF32 for fp32). At a
+    gate temperature of 16 chunks are taken whole, at 2 (64-token gate
+    sums near -40) by sub-blocks with factored diagonals."""
+    tensors = _cuda_inputs(T, dtype, temperature=temperature)
+    tensors = [t.requires_grad_() for t in tensors]
     exact = [t.detach().float().requires_grad_() for t in tensors]
     out = bidirectional_gla(*tensors, backend='triton')
     ref = bidirectional_gla(*exact, backend='torch')
