@@ -88,23 +88,24 @@ def bigla_bwd_kernel(
     ks, vs = tl.arange(0, BK), tl.arange(0, BV)
     NC: tl.constexpr = BT // BC
     sub = tl.arange(0, BC)
-    state_f = _chunk_state(states, 0, i_bh, i_c, B, H, NT, ks, vs, K, V)
-    state_b = _chunk_state(states, 1, i_bh, i_c, B, H, NT, ks, vs, K, V)
-    d_next_b = _chunk_state(d_states, 0, i_bh, i_c, B, H, NT, ks, vs, K, V)
-    d_next_f = _chunk_state(d_states, 1, i_bh, i_c, B, H, NT, ks, vs, K, V)
-    chunk = i_c * BT + tl.arange(0, BT)
-    total_f = tl.sum(_tile(gf, chunk, ks, sft, sfd, T, K), 0)
-    total_b = tl.sum(_tile(gb, chunk, ks, sgt, sgd, T, K), 0)
+    # Nothing is read for another launch's chunk.
     kind = tl.load(kinds + i_bh.to(tl.int64) * NT + i_c)
     if EXACT:
         mine = kind == EXACT_DIAGONALS
     else:
         mine = kind == FACTORED_DIAGONALS
+    chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V, mine)
+    state_f = _chunk_state(states, 0, *chunk)
+    state_b = _chunk_state(states, 1, *chunk)
+    d_next_b = _chunk_state(d_states, 0, *chunk)
+    d_next_f = _chunk_state(d_states, 1, *chunk)
+    rows = i_c * BT + tl.arange(0, BT)
+    total_f = tl.sum(_tile(gf, rows, ks, sft, sfd, T * mine, K), 0)
+    total_b = tl.sum(_tile(gb, rows, ks, sgt, sgd, T * mine, K), 0)
     before_f = tl.zeros([BK], dtype=tl.float32)
     before_b = tl.zeros([BK], dtype=tl.float32)
-    # Loops over the sub-blocks (none for the other launch's chunks), not
-    # unrolled: unrolled, the compiler keeps several sub-blocks' tiles live
-    # at once and spills (kernel_resources).
+    # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
+    # several sub-blocks' tiles live at once and spills (kernel_resources).
     for r in range(NC * mine.to(tl.int32)):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)

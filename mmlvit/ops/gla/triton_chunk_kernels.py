@@ -123,9 +123,10 @@ def chunk_fwd_kernel(
         q_c = _tile(_base(q, i_b, i_h, sqb, sqh), rows, ks, sqt, sqd, T, K)
         k_c = _tile(_base(k, i_b, i_h, skb, skh), rows, ks, skt, skd, T, K)
         v_c = _tile(_base(v, i_b, i_h, svb, svh), rows, vs, svt, svd, T, V)
-        state = _chunk_state(states, 0, i_bh, i_c, B, H, NT, ks, vs, K, V)
+        chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V, True)
+        state = _chunk_state(states, 0, *chunk)
         acc = _mm(q_c * tl.exp(cf), state, DT, DOT)
-        state = _chunk_state(states, 1, i_bh, i_c, B, H, NT, ks, vs, K, V)
+        state = _chunk_state(states, 1, *chunk)
         acc += _mm(q_c * tl.exp(cb), state, DT, DOT)
         a = _factored_scores(q_c, k_c, cf, cb, BT, DT, DOT)
         acc += _mm(a, v_c, DT, DOT)
@@ -188,7 +189,7 @@ def chunk_bwd_kernel(
         q_c = _tile(_base(q, i_b, i_h, sqb, sqh), rows, ks, sqt, sqd, T, K)
         k_c = _tile(_base(k, i_b, i_h, skb, skh), rows, ks, skt, skd, T, K)
         do_c = _tile(_base(do, i_b, i_h, sob, soh), rows, vs, sot, sod, T, V)
-        chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V)
+        chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V, True)
         lower, upper = _triangles(BT)
         dgf = dg + i_bh.to(tl.int64) * T * K
         dgb = dgf + B * H * T * K
