@@ -26,11 +26,12 @@ from mmlvit.ops.gla import (  # noqa: E402
     bidirectional_gla_map,
     triton_backend,
     triton_backward_kernels,
+    triton_kernels,
 )
 from mmlvit.ops.heads import common_buffer  # noqa: E402
 
 NAMES = 'q k v g_fwd g_bwd'.split()
-FLAG = torch.int32  # the dtype of the backward's chunk kinds
+FLAG = torch.int32  # the dtype of the passes' chunk flags
 DTYPES = {
     'fp32': torch.float32,
     'bf16': torch.bfloat16,
@@ -44,31 +45,39 @@ def oracle(q, k, v, g_fwd, g_bwd, scale):
     return bidirectional_gla_map(q, k, g_fwd, g_bwd, scale) @ v
 
 
-class RecordKinds:
-    """``bigla_bwd_kernel`` that keeps, after its last launch, the kinds
-    of the chunks (how the backward took them)."""
+class RecordFlags:
+    """A sub-block kernel that keeps, after its last launch of a pass (the
+    only one of the forward's, the exact one of the backward's), the
+    pass's per-chunk flags under ``key`` in ``seen``: how it took the
+    chunks."""
 
-    def __init__(self, kernel, seen):
-        self.kernel, self.seen = kernel, seen
+    def __init__(self, kernel, seen, key):
+        self.kernel, self.seen, self.key = kernel, seen, key
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
             self.kernel[grid](*args, **kwargs)
-            if kwargs['EXACT']:
+            if kwargs.get('EXACT', True):
                 flags = [a for a in args if getattr(a, 'dtype', 0) == FLAG]
-                self.seen['kinds'] = flags[0].flatten().tolist()
+                self.seen[self.key] = flags[0].flatten().tolist()
 
         return launch
 
 
 def compare(tensors, scale=0.4):
     """The triton path against :func:`oracle`, output and gradients, with
-    the strides and dtypes that reached the kernels and the kinds of the
-    backward's chunks (2 whole, 1 factored diagonals, 0 exact ones)."""
+    the strides and dtypes that reached the kernels, which chunks the
+    forward took whole (1) and the kinds of the backward's chunks (2
+    whole, 1 factored diagonals, 0 exact ones)."""
     seen = {}
     forward, backward = triton_backend.forward, triton_backend.backward
-    kernel = triton_backward_kernels.bigla_bwd_kernel
-    triton_backward_kernels.bigla_bwd_kernel = RecordKinds(kernel, seen)
+    kernels = (
+        (triton_kernels, 'bigla_fwd_kernel', 'whole'),
+        (triton_backward_kernels, 'bigla_bwd_kernel', 'kinds'),
+    )
+    originals = [getattr(module, name) for module, name, _ in kernels]
+    for (module, name, key), kernel in zip(kernels, originals):
+        setattr(module, name, RecordFlags(kernel, seen, key))
 
     def recording(q, k, v, g_fwd, g_bwd, scale):
         seen.update(q=q.stride(), k=k.stride(), v=v.stride())
@@ -88,7 +97,8 @@ def compare(tensors, scale=0.4):
         got = grads(fn, tensors)
     finally:
         triton_backend.forward, triton_backend.backward = forward, backward
-        triton_backward_kernels.bigla_bwd_kernel = kernel
+        for (module, name, _), kernel in zip(kernels, originals):
+            setattr(module, name, kernel)
     ref = oracle(*tensors, scale)
     want = grads(lambda *a: oracle(*a, scale), tensors)
     return dict(

@@ -90,13 +90,19 @@ def test_backward_takes_chunks_of_every_kind(interpreted):
     by 16-token sub-blocks, whose diagonals are factored where each
     sub-block's gates sum to >= -30 (1) and exact otherwise (0). The
     strided checks' three heads (gates / 8, / 2, as drawn) and the
-    vanishing gates take all three, so the comparisons above cover each."""
-    kinds = [2, 2, 2, 1, 1, 2, 0, 0, 0]  # (head, chunk)
-    assert interpreted['strided fp32 T=150']['kernel']['kinds'] == kinds
-    for dtype in ('bf16', 'fp16'):
-        report = interpreted[f'strided {dtype} T=80']
-        assert report['kernel']['kinds'] == [2, 2, 1, 2, 0, 0], dtype
-    assert interpreted['vanishing fp32 T=80']['kernel']['kinds'] == [0, 0]
+    vanishing gates take all three, so the comparisons above cover each;
+    the forward decides alike whether a chunk is taken whole."""
+    expected = {
+        'strided fp32 T=150': [2, 2, 2, 1, 1, 2, 0, 0, 0],  # (head, chunk)
+        'strided bf16 T=80': [2, 2, 1, 2, 0, 0],
+        'strided fp16 T=80': [2, 2, 1, 2, 0, 0],
+        'vanishing fp32 T=80': [0, 0],
+    }
+    for name, kinds in expected.items():
+        seen = interpreted[name]['kernel']
+        assert seen['kinds'] == kinds, name
+        # The forward takes the same chunks whole (one value tile).
+        assert seen['whole'] == [int(kind == 2) for kind in kinds], name
 
 
 def test_vanishing_gates_stay_finite_and_exact(interpreted):
