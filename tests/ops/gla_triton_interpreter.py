@@ -152,6 +152,19 @@ def check_vanishing(T):
     return compare([q, k, v, g_fwd, g_bwd])
 
 
+def check_widths(T):
+    """fp32, d_k = 24, d_v = 16 (masked tiles) in the factored kernels:
+    head 0's gates / 8 (chunks taken whole), head 1's / 2 (by sub-blocks
+    with factored diagonals)."""
+    q, k, v, g_fwd, g_bwd = inputs(
+        B=1, H=2, T=T, d=24, dv=16, dtype=torch.float32, seed=11, gate=2
+    )
+    for g in (g_fwd, g_bwd):
+        g[:, 0] /= 8
+        g[:, 1] /= 2
+    return compare([q, k, v, g_fwd, g_bwd])
+
+
 def module_gradients(m, x, hw_shape):
     """Output, and gradients of x and of every parameter, of ``m``."""
     x = x.clone().requires_grad_()
@@ -218,6 +231,7 @@ CHECKS = {
     # 3 chunks of 64 (the last partial): both states in the middle one.
     'strided fp32 T=150': (check_strided, (150, 'fp32')),
     'vanishing fp32 T=80': (check_vanishing, (80,)),
+    'widths fp32 T=150': (check_widths, (150,)),
     'strided bf16 T=80': (check_strided, (80, 'bf16')),
     'strided fp16 T=80': (check_strided, (80, 'fp16')),
     # 7 x 7 patches and a class token: T = 50, one partial chunk.

@@ -97,6 +97,7 @@ def test_backward_takes_chunks_of_every_kind(interpreted):
         'strided bf16 T=80': [2, 2, 1, 2, 0, 0],
         'strided fp16 T=80': [2, 2, 1, 2, 0, 0],
         'vanishing fp32 T=80': [0, 0],
+        'widths fp32 T=150': [2, 2, 2, 1, 1, 2],
     }
     for name, kinds in expected.items():
         seen = interpreted[name]['kernel']
@@ -112,6 +113,13 @@ def test_vanishing_gates_stay_finite_and_exact(interpreted):
     gate sums, so after a -60 gate they carry fp32 rounding of about
     1e-7 * 60 (as any cumulative-sum form): a looser tolerance."""
     assert_close(interpreted['vanishing fp32 T=80'], rtol=5e-5)
+
+
+def test_unequal_head_widths_in_the_factored_kernels(interpreted):
+    """d_k = 24 (not a power of two) and d_v = 16: masked tiles in the
+    whole-chunk kernels and the factored diagonals (the vanishing gates
+    test them in the exact ones), fp32."""
+    assert_close(interpreted['widths fp32 T=150'], rtol=2e-5)
 
 
 @pytest.mark.parametrize('dtype, rtol', [('bf16', 2e-2), ('fp16', 3e-3)])
