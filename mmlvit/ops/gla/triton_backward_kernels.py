@@ -15,9 +15,10 @@ from .triton_kernels import (
     _chunk_state,
     _diagonal_decays,
     _diagonal_scores,
+    _factored_key_grad,
+    _factored_query_grad,
     _factored_scores,
     _mm,
-    _mm_wide,
     _put,
     _tile,
     _triangles,
@@ -122,16 +123,10 @@ def bigla_bwd_kernel(
         da = _mm(do_r, tl.trans(v_r), DT, DOT) * scale
         if not EXACT:  # through the block's ends
             lower, upper = _triangles(BC)
-            da_f = tl.where(lower, da, 0.0)
-            da_b = tl.where(upper, da, 0.0)
-            dq_f = _mm_wide(da_f, k_r * tl.exp(-cf_r), DT, DOT)
-            dq_b = _mm_wide(da_b, k_r * tl.exp(-cb_r), DT, DOT)
-            dk_f = _mm_wide(tl.trans(da_f), q_r * tl.exp(cf_r), DT, DOT)
-            dk_b = _mm_wide(tl.trans(da_b), q_r * tl.exp(cb_r), DT, DOT)
-            dq_f *= tl.exp(cf_r)
-            dq_b *= tl.exp(cb_r)
-            dk_f *= tl.exp(-cf_r)
-            dk_b *= tl.exp(-cb_r)
+            dq_f = _factored_query_grad(da, k_r, cf_r, lower, DT, DOT)
+            dq_b = _factored_query_grad(da, k_r, cb_r, upper, DT, DOT)
+            dk_f = _factored_key_grad(da, q_r, cf_r, lower, DT, DOT)
+            dk_b = _factored_key_grad(da, q_r, cb_r, upper, DT, DOT)
             a = _factored_scores(q_r, k_r, cf_r, cb_r, BC, DT, DOT)
         else:  # exact decays
             decays = _diagonal_decays(cf_r, cb_r, BC)

@@ -27,6 +27,8 @@ from .triton_kernels import (
     _block_totals,
     _chunk_state,
     _factorable,
+    _factored_key_grad,
+    _factored_query_grad,
     _factored_scores,
     _mm,
     _mm_wide,
@@ -57,11 +59,10 @@ def _query_grad(
     """One direction's dq of a whole chunk, with ``c`` (BT, BK) its
     inclusive cumulative gates from the chunk's near end (cf, or cb
     backwards), ``mask`` its triangle of (query, key) pairs, ``da`` =
-    scale do v^T and ``state`` the state entering the chunk:
-    exp(c) (da_mask (k exp(-c)) + scale do state^T)."""
-    dq = _mm_wide(tl.where(mask, da, 0.0), k * tl.exp(-c), DT, DOT)
-    dq += _mm(do, tl.trans(state), DT, DOT) * scale
-    return dq * tl.exp(c)
+    scale do v^T and ``state`` the state entering the chunk: the pairs'
+    part (:func:`_factored_query_grad`) + scale (do state^T) exp(c)."""
+    dq = _mm(do, tl.trans(state), DT, DOT) * scale * tl.exp(c)
+    return dq + _factored_query_grad(da, k, c, mask, DT, DOT)
 
 
 @triton.jit
@@ -71,12 +72,11 @@ def _key_grad(
 ):  # fmt: skip
     """One direction's dk of a whole chunk, arguments as in
     :func:`_query_grad`, ``total`` the sum of the gates, ``d_state`` the
-    gradient of the state leaving the chunk: exp(-c) da_mask^T (q exp(c))
-    + scale (v d_state^T) exp(total - c)."""
-    da = tl.trans(tl.where(mask, da, 0.0))
-    dk = _mm_wide(da, q * tl.exp(c), DT, DOT) * tl.exp(-c)
+    gradient of the state leaving the chunk: the pairs' part
+    (:func:`_factored_key_grad`) + scale (v d_state^T) exp(total - c)."""
     to_end = tl.exp(tl.minimum(total[None, :] - c, 0.0))
-    return dk + _mm(v, tl.trans(d_state), DT, DOT) * to_end * scale
+    dk = _mm(v, tl.trans(d_state), DT, DOT) * to_end * scale
+    return dk + _factored_key_grad(da, q, c, mask, DT, DOT)
 
 
 @triton.jit

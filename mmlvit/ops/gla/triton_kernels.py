@@ -135,6 +135,28 @@ def _factored_scores(
 
 
 @triton.jit
+def _factored_query_grad(
+    da, k, c, mask, DT: tl.constexpr, DOT: tl.constexpr
+):  # fmt: skip
+    """dq of the (query, key) pairs in ``mask`` through one direction of a
+    factorable span, (rows, BK): exp(c) (da_mask (k exp(-c))), with ``da``
+    = scale do v^T (rows, rows) and ``c`` the direction's inclusive
+    cumulative gates from the span's near end (cf, or cb backwards)."""
+    dq = _mm_wide(tl.where(mask, da, 0.0), k * tl.exp(-c), DT, DOT)
+    return dq * tl.exp(c)
+
+
+@triton.jit
+def _factored_key_grad(
+    da, q, c, mask, DT: tl.constexpr, DOT: tl.constexpr
+):  # fmt: skip
+    """dk of the pairs in ``mask``, as :func:`_factored_query_grad`:
+    exp(-c) (da_mask^T (q exp(c)))."""
+    da = tl.trans(tl.where(mask, da, 0.0))
+    return _mm_wide(da, q * tl.exp(c), DT, DOT) * tl.exp(-c)
+
+
+@triton.jit
 def _diagonal_decays(cf, cb, BC: tl.constexpr):
     """Exact decays between the tokens of one sub-block, (BC, BC, BK)
     indexed [query t, key s, channel]: exp(cf_t - cf_s) (gf over (s, t])
