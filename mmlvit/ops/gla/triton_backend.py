@@ -41,7 +41,7 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Fixed launch configuration of each kernel (Triton's launch options), 8
 # warps where 4 would spill or hold half the resident warps (sm_90, bf16,
 # d = 64; tools/analysis/kernel_resources.py). Registers a thread and
-# spilled bytes at 8 warps: whole chunks forward 187 / 0, backward (dq,
+# spilled bytes at 8 warps: whole chunks forward 191 / 0, backward (dq,
 # dk, dv) 255 / 0, 255 / 40, 207 / 0, straight-line code; sub-blocks
 # forward 128 / 0, backward 249 / 0 (factored diagonals) and 255 / 48
 # (exact, a (16, 16, d_k) decay tile), outside their inner loops; the

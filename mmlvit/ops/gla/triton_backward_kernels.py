@@ -13,6 +13,7 @@ from .triton_kernels import (
     SIZES,
     _base,
     _chunk_state,
+    _decay_to_end,
     _diagonal_decays,
     _diagonal_scores,
     _factored_key_grad,
@@ -145,8 +146,8 @@ def bigla_bwd_kernel(
         after_b = tl.minimum(total_b - before_b - tb_r, 0.0)
         # Decays of block r's keys to the chunk's ends, and to block r's
         # far ends (for queries in the other blocks).
-        key_f = tl.exp(tl.minimum(tf_r - cf_r, 0.0))
-        key_b = tl.exp(tl.minimum(tb_r - cb_r, 0.0))
+        key_f = _decay_to_end(cf_r, tf_r)
+        key_b = _decay_to_end(cb_r, tb_r)
         to_end_f = key_f * tl.exp(tl.minimum(after_f, 0.0))[None, :]
         to_start_b = key_b * tl.exp(tl.minimum(before_b, 0.0))[None, :]
         # Through the states.

@@ -26,12 +26,13 @@ from .triton_kernels import (
     _base,
     _block_totals,
     _chunk_state,
+    _decay_to_end,
     _factorable,
+    _factored_direction_scores,
     _factored_key_grad,
     _factored_query_grad,
     _factored_scores,
     _mm,
-    _mm_wide,
     _put,
     _tile,
     _triangles,
@@ -74,7 +75,7 @@ def _key_grad(
     :func:`_query_grad`, ``total`` the sum of the gates, ``d_state`` the
     gradient of the state leaving the chunk: the pairs' part
     (:func:`_factored_key_grad`) + scale (v d_state^T) exp(total - c)."""
-    to_end = tl.exp(tl.minimum(total[None, :] - c, 0.0))
+    to_end = _decay_to_end(c, total)
     dk = _mm(v, tl.trans(d_state), DT, DOT) * to_end * scale
     return dk + _factored_key_grad(da, q, c, mask, DT, DOT)
 
@@ -85,10 +86,9 @@ def _value_grads(
 ):  # fmt: skip
     """One direction's dv of a whole chunk (unscaled), arguments as in
     :func:`_key_grad`: A^T do + (k exp(total - c)) d_state."""
-    a = _mm_wide(q * tl.exp(c), tl.trans(k * tl.exp(-c)), DT, DOT)
-    dv = _mm(tl.trans(tl.where(mask, a, 0.0)), do, DT, DOT)
-    to_end = tl.exp(tl.minimum(total[None, :] - c, 0.0))
-    return dv + _mm(k * to_end, d_state, DT, DOT)
+    a = _factored_direction_scores(q, k, c, mask, DT, DOT)
+    dv = _mm(tl.trans(a), do, DT, DOT)
+    return dv + _mm(k * _decay_to_end(c, total), d_state, DT, DOT)
 
 
 @triton.jit(do_not_specialize=SIZES)
@@ -191,8 +191,6 @@ def chunk_bwd_kernel(
         do_c = _tile(_base(do, i_b, i_h, sob, soh), rows, vs, sot, sod, T, V)
         chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V, True)
         lower, upper = _triangles(BT)
-        dgf = dg + i_bh.to(tl.int64) * T * K
-        dgb = dgf + B * H * T * K
         if PART == VALUES:
             dv_c = _value_grads(
                 q_c, k_c, do_c, cf, tf, lower,
@@ -207,6 +205,8 @@ def chunk_bwd_kernel(
         else:
             v_c = _tile(_base(v, i_b, i_h, svb, svh), rows, vs, svt, svd, T, V)
             da = _mm(do_c, tl.trans(v_c), DT, DOT) * scale
+            dgf = dg + i_bh.to(tl.int64) * T * K
+            dgb = dgf + B * H * T * K
         if PART == QUERIES:  # and the gate gradients' query terms
             dq_f = _query_grad(
                 do_c, da, k_c, cf, lower,

@@ -121,17 +121,36 @@ def _block_totals(g, NC: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr):
 
 
 @triton.jit
+def _decay_to_end(c, total):
+    """exp(total - c), (rows, BK): the decay from each token to the far end
+    of its span, with ``c`` the inclusive cumulative gates from the near
+    end and ``total`` (BK,) their sum (clamped at 0 against rounding)."""
+    return tl.exp(tl.minimum(total[None, :] - c, 0.0))
+
+
+@triton.jit
+def _factored_direction_scores(
+    q, k, c, mask, DT: tl.constexpr, DOT: tl.constexpr
+):  # fmt: skip
+    """One direction's part of A_ts over a factorable span, (rows, rows)
+    fp32, zero outside ``mask``: q_t k_s exp(c_t - c_s) as one product of
+    q exp(c) and k exp(-c), with ``c`` the direction's inclusive
+    cumulative gates from the span's near end."""
+    a = _mm_wide(q * tl.exp(c), tl.trans(k * tl.exp(-c)), DT, DOT)
+    return tl.where(mask, a, 0.0)
+
+
+@triton.jit
 def _factored_scores(
     q, k, cf, cb, BC: tl.constexpr, DT: tl.constexpr, DOT: tl.constexpr
 ):  # fmt: skip
-    """A_ts of one :func:`_factorable` sub-block, (BC, BC) fp32, by two
-    products: exp(cf_t - cf_s) = exp(cf_t) exp(-cf_s) for s <= t,
-    exp(cb_t - cb_s) = exp(cb_t) exp(-cb_s) for s >= t (both at s = t).
-    ``q``, ``k``, ``cf``, ``cb``: (BC, BK) as in :func:`_diagonal_decays`."""
+    """A_ts of one :func:`_factorable` sub-block, (BC, BC) fp32:
+    exp(cf_t - cf_s) for s <= t, exp(cb_t - cb_s) for s >= t (both at s =
+    t), each direction by :func:`_factored_direction_scores`. ``q``,
+    ``k``, ``cf``, ``cb``: (BC, BK) as in :func:`_diagonal_decays`."""
     lower, upper = _triangles(BC)
-    a_f = _mm_wide(q * tl.exp(cf), tl.trans(k * tl.exp(-cf)), DT, DOT)
-    a_b = _mm_wide(q * tl.exp(cb), tl.trans(k * tl.exp(-cb)), DT, DOT)
-    return tl.where(lower, a_f, 0.0) + tl.where(upper, a_b, 0.0)
+    a = _factored_direction_scores(q, k, cf, lower, DT, DOT)
+    return a + _factored_direction_scores(q, k, cb, upper, DT, DOT)
 
 
 @triton.jit
