@@ -19,16 +19,19 @@ def resident_kib(field='VmRSS'):
 
 
 def reset_peak_resident():
-    """Reset ``VmHWM`` to the current resident set."""
+    """Reset ``VmHWM`` to the current resident set and return it (KiB):
+    the baseline of a growth, read from ``VmHWM`` itself, which never falls
+    below it afterwards (``VmRSS`` is counted apart and can read a page
+    above it)."""
     with open('/proc/self/clear_refs', 'w') as f:
         f.write('5')
+    return resident_kib('VmHWM')
 
 
 def peak_resident_growth_mib(step):
     """Resident-set growth (MiB) during one call of ``step``, after one
     warm-up call."""
     step()
-    reset_peak_resident()
-    before = resident_kib('VmRSS')
+    before = reset_peak_resident()
     step()
     return (resident_kib('VmHWM') - before) / 1024

@@ -105,8 +105,7 @@ def measure_step(step, repeats, budget_s, device='cpu'):
             times.append(time_call(step, device)[0])
         peak_mib = cuda_peak_growth_mib(step)
         return dict(times=times, warm_up_s=warm_up, peak_mib=peak_mib)
-    reset_peak_resident()
-    before = resident_kib('VmRSS')
+    before = reset_peak_resident()
     warm_up = first_call_seconds(step)
     times = []
     if warm_up > budget_s:
