@@ -16,15 +16,21 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-# An sm_90 multiprocessor: 64 K 32-bit registers, at most 64 resident
-# warps; registers are given to a warp in units of 256 (8 per thread);
-# 228 KiB of shared memory, of which every resident program also takes
-# 1 KiB for the system.
+# A multiprocessor of each architecture: 64 K 32-bit registers, given to a
+# warp in units of 256 (8 per thread); at most ``warps`` resident warps;
+# ``shared`` bytes of shared memory, of which every resident program also
+# takes 1 KiB for the system and one program may have at most
+# ``per_program`` (CUDA's opt-in limit; Triton refuses to launch a kernel
+# over it).
 REGISTERS_PER_SM = 65536
-MAX_WARPS_PER_SM = 64
 REGISTER_UNIT = 8
-SHARED_PER_SM = 228 * 1024
 SHARED_PER_PROGRAM = 1024
+MULTIPROCESSORS = {
+    80: dict(warps=64, shared=164 * 1024, per_program=163 * 1024),  # A100
+    86: dict(warps=48, shared=100 * 1024, per_program=99 * 1024),
+    89: dict(warps=48, shared=100 * 1024, per_program=99 * 1024),  # L40S
+    90: dict(warps=64, shared=228 * 1024, per_program=227 * 1024),  # H100
+}
 
 _USAGE = re.compile(r'REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)')
 # One SASS instruction of ``cuobjdump -sass``: /*address*/ [@pred] OP...;
@@ -118,14 +124,18 @@ def sass_loops(sass):
     return sorted(loops, key=lambda loop: loop['instructions'])
 
 
-def resident_warps(registers, num_warps, shared_bytes=0):
-    """Warps of one kernel a multiprocessor holds at once: whole programs
-    of ``num_warps`` within its registers and its shared memory (other
-    limits left out)."""
+def resident_warps(registers, num_warps, shared_bytes=0, arch=90):
+    """Warps of one kernel an sm_``arch`` multiprocessor holds at once:
+    whole programs of ``num_warps`` within its registers and its shared
+    memory (other limits left out); 0 when one program needs more shared
+    memory than it may have (the kernel cannot launch)."""
+    sm = MULTIPROCESSORS[arch]
+    if shared_bytes > sm['per_program']:
+        return 0
     per_thread = -(-registers // REGISTER_UNIT) * REGISTER_UNIT
     programs = REGISTERS_PER_SM // (per_thread * 32 * num_warps)
-    by_shared = SHARED_PER_SM // (shared_bytes + SHARED_PER_PROGRAM)
-    return min(min(programs, by_shared) * num_warps, MAX_WARPS_PER_SM)
+    by_shared = sm['shared'] // (shared_bytes + SHARED_PER_PROGRAM)
+    return min(min(programs, by_shared) * num_warps, sm['warps'])
 
 
 def _tool(name):
@@ -169,7 +179,7 @@ def kernel_resources(case, arch=90, loops=False):
         registers=registers,
         spill_bytes=stack,
         shared_bytes=shared,
-        resident_warps=resident_warps(registers, case.num_warps, shared),
+        resident_warps=resident_warps(registers, case.num_warps, shared, arch),
     )
     if loops:
         used['instructions'] = len(_INSTRUCTION.findall(sass))

@@ -6,7 +6,9 @@ import json
 import pytest
 import torch
 
+from mmlvit.benchmark import DTYPES
 from mmlvit.benchmark.kernel_resources import (
+    kernel_resources,
     parse_usage,
     resident_warps,
     sass_loops,
@@ -77,6 +79,51 @@ def test_resident_warps_follow_the_shared_memory():
     assert resident_warps(96, 4, 44 * 1024) == 20  # 5 fit either way
 
 
+def test_resident_warps_are_none_over_a_programs_shared_memory():
+    """A program over the shared memory it may have cannot launch (sm_90:
+    227 KiB, sm_80: 163 KiB): 0 resident warps, whatever the registers."""
+    assert resident_warps(96, 8, 227 * 1024) == 8
+    assert resident_warps(96, 8, 227 * 1024 + 1) == 0
+    assert resident_warps(96, 8, 163 * 1024, arch=80) == 8
+    assert resident_warps(96, 8, 163 * 1024 + 1, arch=80) == 0
+
+
+# Head width of every ViT here, and the widest the fused kernels take.
+HEAD_WIDTH = 64
+
+
+def _holds_matrices(family, case):
+    """The kernels nearest the shared-memory limit: those that hold d x d
+    matrices (TTT's) or whole chunks across their loops (the gradients)."""
+    return family == 'ttt' or 'grad' in case.name or 'bwd' in case.name
+
+
+@pytest.mark.parametrize('arch', [80, 90])
+def test_every_kernel_fits_a_programs_shared_memory(load_tool, arch):
+    """At the widest head the dispatch sends to the kernels, each launches
+    on an A100 (sm_80) and an H100 (sm_90) in fp32 and fp16. bf16 needs no
+    check of its own: the same code multiplies 2-byte operands where fp16
+    multiplies 4-byte (tf32) ones. TTT's gradient kernels in fp32 used to
+    need 321 KiB on sm_90 (and 192 KiB on sm_80), before they reloaded
+    their d x d matrices per tile."""
+    from mmlvit.ops.fused_linear.dispatch import MAX_HEAD_DIMS
+    from mmlvit.ops.gla.triton_backend import MAX_HEAD_DIM
+
+    assert MAX_HEAD_DIMS == MAX_HEAD_DIM == HEAD_WIDTH
+    tool = load_tool('tools/analysis/kernel_resources.py')
+    over, checked = [], 0
+    for dtype in ('fp32', 'fp16'):
+        for family, cases in tool.FAMILIES.items():
+            for case in cases(DTYPES[dtype], dtype, HEAD_WIDTH):
+                if not _holds_matrices(family, case):
+                    continue
+                used = kernel_resources(case, arch)
+                checked += 1
+                if used['resident_warps'] == 0:
+                    over.append((dtype, case.name, used['shared_bytes']))
+    assert checked == 2 * 14 and not over, over
+
+
 def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):
     """The depthwise-convolution kernels for fp16 tokens, shipped and at 4
     warps: sane figures, written as a table and JSON; at their shipped
@@ -87,7 +134,7 @@ def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):
         ['--families', 'depthwise_conv', '--num-warps', '4', '--loops']
         + ['--dtype', 'fp16', '--out-dir', str(tmp_path)]
     )
-    cases = tool.FAMILIES['depthwise_conv'](torch.float16, 'fp16')
+    cases = tool.FAMILIES['depthwise_conv'](torch.float16, 'fp16', 64)
     assert cases[0].pointers['x_ptr'] == 'fp16'
     shipped = cases[0].num_warps
     assert {r['num_warps'] for r in results} == {4, shipped}

@@ -2,14 +2,16 @@
 project at its shipped launch configuration, without a GPU.
 
 Each kernel is compiled by Triton's compiler and the ptxas it ships for an
-sm_90 (H100 / H200) multiprocessor, for ViT-B heads (d = 64, 768
-channels) in bf16 (``--dtype``), with the tile sizes, precision and warps
-its launch code gives it (read from the launch objects themselves;
-:mod:`mmlvit.benchmark.kernel_resources`). A kernel that spills keeps
-values in local memory (a round trip through the caches each time);
-``resident warps`` is how many of its warps one multiprocessor's
-registers hold at once. ``--num-warps`` compiles other warp counts beside
-the shipped one, to compare.
+sm_90 (H100 / H200) multiprocessor (``--arch``), for ViT-B heads (d = 64,
+``--head-width``; 768 channels) in bf16 (``--dtype``), with the tile
+sizes, precision and warps its launch code gives it (read from the launch
+objects themselves; :mod:`mmlvit.benchmark.kernel_resources`). A kernel
+that spills keeps values in local memory (a round trip through the caches
+each time); ``resident warps`` is how many of its warps one
+multiprocessor's registers and shared memory hold at once, 0 for a kernel
+that needs more shared memory than one program may have (it cannot
+launch there). ``--num-warps`` compiles other warp counts beside the
+shipped one, to compare.
 
 Example::
 
@@ -24,12 +26,12 @@ from mmengine.utils import mkdir_or_exist
 
 from mmlvit import benchmark as core
 from mmlvit.benchmark.kernel_resources import (
+    MULTIPROCESSORS,
     OPCODES,
     KernelCase,
     kernel_resources,
 )
 
-D = 64  # ViT-B head width
 C = 768  # ViT-B channels
 
 
@@ -39,14 +41,14 @@ def _split_warps(options):
     return options, options.pop('num_warps')
 
 
-def fused_linear_cases(dtype, name):
+def fused_linear_cases(dtype, name, d):
     from mmlvit.ops.fused_linear import function, kernels
 
     tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv')
     pointers = {f'{n}_ptr': name for n in tokens}
     states = ('s', 'z', 'zv', 'ds', 'dz', 'dzv')
     pointers.update({f'{n}_ptr': 'fp32' for n in states})
-    q = torch.empty(1, 1, 64, D, dtype=dtype)
+    q = torch.empty(1, 1, 64, d, dtype=dtype)
     launch = function.Launch(q, q, 'relu', 1e-6, 1.0)
     forward = _split_warps(launch.constants)
     grads = _split_warps(launch.grad_constants)
@@ -66,7 +68,7 @@ def fused_linear_cases(dtype, name):
     ]
 
 
-def ttt_cases(dtype, name):
+def ttt_cases(dtype, name, d):
     from mmlvit.ops.ttt import swiglu_kernels as kernels
     from mmlvit.ops.ttt.swiglu_function import SwiGLULaunch
 
@@ -74,8 +76,8 @@ def ttt_cases(dtype, name):
     pointers = {f'{n}_ptr': name for n in tokens}
     squares = ('w1', 'w2', 'r1', 'r2', 'a1', 'a2', 'dr1', 'dr2', 'g1', 'g2')
     pointers.update({f'{n}_ptr': 'fp32' for n in squares})
-    launch = SwiGLULaunch(torch.empty(1, 1, 64, D, dtype=dtype), 1.0)
-    options, warps = _split_warps(launch.kernel_options(W_PER_BATCH=False))
+    launch = SwiGLULaunch(torch.empty(1, 1, 64, d, dtype=dtype), 1.0)
+    options, warps = _split_warps(launch.grad_options(W_PER_BATCH=False))
     cases = []
     for kind in ('step_sums', 'output', 'query_grad', 'key_value_grad'):
         fn = getattr(kernels, f'{kind}_kernel')
@@ -86,14 +88,14 @@ def ttt_cases(dtype, name):
     return cases
 
 
-def depthwise_conv_cases(dtype, name):
+def depthwise_conv_cases(dtype, name, d):
     from mmlvit.ops.depthwise_conv import kernels
     from mmlvit.ops.depthwise_conv.function import GridLaunch
 
     pointers = {f'{n}_ptr': name for n in ('x', 'y', 'g')}
     pointers.update({f'{n}_ptr': 'fp32' for n in ('w', 'bias', 'dw')})
     cases = []
-    for ks, channels, use in ((5, C, 'MHLA value conv'), (3, D, 'TTT head')):
+    for ks, channels, use in ((5, C, 'MHLA value conv'), (3, d, 'TTT head')):
         grid = torch.empty(1, channels, 14, 14, dtype=dtype)
         options, warps = _split_warps(GridLaunch(grid, ks).constants)
         conv = dict(PER_IMAGE=ks == 3, HAS_BIAS=ks == 5, FLIP=False)
@@ -111,7 +113,7 @@ def depthwise_conv_cases(dtype, name):
     return cases
 
 
-def gla_cases(dtype, name):
+def gla_cases(dtype, name, d):
     from mmlvit.ops.gla import triton_backend as backend
     from mmlvit.ops.gla import (
         triton_backward_kernels,
@@ -125,22 +127,23 @@ def gla_cases(dtype, name):
     pointers.update({n: 'fp32' for n in gates})
     pointers.update(whole='i32', kinds='i32')
     DT, DOT = backend._dtypes(dtype)
-    chunk = dict(K=D, V=D, BT=backend.CHUNK, DT=DT, DOT=DOT)
-    blocks = dict(chunk, BC=backend.SUB_BLOCK, BK=D, BV=D)
+    width = backend._width(d)
+    chunk = dict(K=d, V=d, BT=backend.CHUNK, DT=DT, DOT=DOT)
+    blocks = dict(chunk, BC=backend.SUB_BLOCK, BK=width, BV=width)
     warps = {k: v['num_warps'] for k, v in backend.LAUNCH.items()}
     return [
         KernelCase(
             'gla.chunk_states_kernel',
             triton_kernels.chunk_states_kernel,
             pointers,
-            dict(chunk, BK=32, BV=32, INCLUSIVE=False),
+            dict(chunk, BK=min(32, width), BV=min(32, width), INCLUSIVE=False),
             warps['states'],
         ),
         KernelCase(
             'gla.chunk_fwd_kernel (whole chunks)',
             triton_chunk_kernels.chunk_fwd_kernel,
             pointers,
-            dict(chunk, BK=D, BV=D),
+            dict(chunk, BK=width, BV=min(64, width)),
             warps['whole_forward'],
             floats=('scale',),
         ),
@@ -148,7 +151,7 @@ def gla_cases(dtype, name):
             'gla.bigla_fwd_kernel',
             triton_kernels.bigla_fwd_kernel,
             pointers,
-            blocks,
+            dict(blocks, BV=min(64, width)),
             warps['forward'],
             floats=('scale',),
         ),
@@ -180,7 +183,7 @@ def gla_cases(dtype, name):
             'gla.gate_grad_cumsum_kernel',
             triton_backward_kernels.gate_grad_cumsum_kernel,
             pointers,
-            dict(K=D, BT=backend.CHUNK, BK=32),
+            dict(K=d, BT=backend.CHUNK, BK=min(32, width)),
             warps['gate_grad'],
         ),
     ]
@@ -197,7 +200,7 @@ FAMILIES = {
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Registers, spills and resident warps of the project's "
-        'Triton kernels, compiled for sm_90 without a GPU.'
+        'Triton kernels, compiled without a GPU.'
     )
     parser.add_argument(
         '--families',
@@ -219,7 +222,19 @@ def parse_args(argv=None):
         default='bf16',
         help='dtype of the tokens (autocast); default: %(default)s',
     )
-    parser.add_argument('--arch', type=int, default=90, help='sm_ARCH')
+    parser.add_argument(
+        '--arch',
+        type=int,
+        choices=tuple(MULTIPROCESSORS),
+        default=90,
+        help='compile for sm_ARCH (default: %(default)s)',
+    )
+    parser.add_argument(
+        '--head-width',
+        type=int,
+        default=64,
+        help='channels per head (default: %(default)s, as in ViT-B)',
+    )
     parser.add_argument(
         '--loops',
         action='store_true',
@@ -238,7 +253,7 @@ def main(argv=None):
     rows, results = [], []
     dtype = core.DTYPES[args.dtype]
     for family in args.families:
-        for case in FAMILIES[family](dtype, args.dtype):
+        for case in FAMILIES[family](dtype, args.dtype, args.head_width):
             shipped = case.num_warps
             for warps in sorted({shipped, *args.num_warps}):
                 case.num_warps = warps
@@ -257,7 +272,10 @@ def main(argv=None):
     header.append('resident warps')
     lines = core.markdown_table(header, rows, '--' + ':' * 4)
     lines.insert(
-        0, f'sm_{args.arch}, {args.dtype}, head width {D}, per thread\n'
+        0,
+        f'sm_{args.arch}, {args.dtype}, head width {args.head_width}, per '
+        'thread; 0 resident warps: over the shared memory one program may '
+        'have, it cannot launch\n',
     )
     core.write_json(osp.join(args.out_dir, 'results.json'), results)
     core.write_table(osp.join(args.out_dir, 'table.md'), '\n'.join(lines), [])

@@ -9,9 +9,12 @@ from ..triton_runtime import interpreting, triton_importable
 
 BACKENDS = ('auto', 'torch', 'triton')
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-# Widest head the kernels hold in registers (a d x d fp32 state per
-# program): ViTs use 64.
-MAX_HEAD_DIMS = 128
+# Widest head the kernels take (ViTs use 64): every kernel then launches
+# on sm_80 and sm_90 in fp32, bf16 and fp16. Wider heads take a 128-wide
+# tile, and some kernels (the query gradients' in fp32 on sm_90, TTT's in
+# every dtype) would need more shared memory than one program may have
+# (tools/analysis/kernel_resources.py --head-width 128).
+MAX_HEAD_DIMS = 64
 
 
 def check_backend(backend: str) -> None:

@@ -83,7 +83,7 @@ def bidirectional_gla(
         backend (str): ``'torch'`` (:func:`~.chunk.gla_chunked`'s scan, any
             device), ``'triton'`` (our fused kernels,
             :func:`~.triton_backend.bidirectional_triton`, CUDA only, fp16 /
-            bf16 / fp32, head widths up to 128), ``'fla'`` (fla's Triton
+            bf16 / fp32, head widths up to 64), ``'fla'`` (fla's Triton
             ``chunk_gla``, CUDA only) or ``'auto'`` (triton on CUDA where it
             applies, else torch). Defaults to 'auto'. While a model is
             traced for export (see :func:`mmlvit.ops.tracing.exporting`),

@@ -35,8 +35,11 @@ from .arguments import check_shapes
 CHUNK = 64
 SUB_BLOCK = 16
 # Largest head width: the output and gradient kernels hold all d_k (and,
-# backward, all d_v) channels of a sub-block.
-MAX_HEAD_DIM = 128
+# backward, all d_v) channels of a sub-block. Heads of 65-128 channels
+# (a 128-wide tile) would make the sub-block gradient kernel need more
+# shared memory than one program may have in fp16 and fp32 (sm_90) and in
+# bf16 (sm_80) (tools/analysis/kernel_resources.py --head-width 128).
+MAX_HEAD_DIM = 64
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Fixed launch configuration of each kernel (Triton's launch options), 8
 # warps where 4 would spill or hold half the resident warps (sm_90, bf16,

@@ -59,6 +59,14 @@ class SwiGLULaunch(Launch):
             **extra,
         )
 
+    def grad_options(self, **extra):
+        """:meth:`kernel_options` of the two gradient kernels: with fp32
+        inputs they load their d x d matrices once per tile, not once
+        (``RELOAD_SQUARES``; held, they need more shared memory than a
+        program may have)."""
+        reload = self.constants['PRECISION'] == 'ieee'
+        return self.kernel_options(RELOAD_SQUARES=reload, **extra)
+
     @property
     def sizes(self):
         """The kernels' H, D, N."""
@@ -97,7 +105,7 @@ class SwiGLULaunch(Launch):
         kernels.query_grad_kernel[(self.BH, self.splits)](
             q, do, dq, w1, w2, a1, a2,
             *_strides(q), *_strides(do), *_strides(dq), *self.sizes,
-            self.splits, self.per_split, **self.kernel_options(),
+            self.splits, self.per_split, **self.grad_options(),
         )  # fmt: skip
         return dq, (self.total(a1), self.total(a2))
 
@@ -133,7 +141,7 @@ class StepSums(torch.autograd.Function):
             k, v, dk, dv, w1, w2, dr1, dr2, g1, g2,
             *_strides(k), *_strides(v), *_strides(dk), *_strides(dv),
             *launch.sizes, launch.splits, launch.per_split,
-            **launch.kernel_options(W_PER_BATCH=per_batch),
+            **launch.grad_options(W_PER_BATCH=per_batch),
         )  # fmt: skip
         dw1, dw2 = launch.total(g1), launch.total(g2)
         if not per_batch:

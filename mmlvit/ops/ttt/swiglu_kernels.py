@@ -66,6 +66,18 @@ def _learned_weights(
 
 
 @triton.jit
+def _step_squares(
+    w1_ptr, w2_ptr, dr1_ptr, dr2_ptr, bh, H, D, W_PER_BATCH: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    """Head ``bh``'s learned W1, W2 and the gradients dR1, dR2 of its
+    inner step's sums."""
+    w1, w2 = _learned_weights(w1_ptr, w2_ptr, bh, H, D, W_PER_BATCH, BLOCK_D)
+    dr1 = _load_square(dr1_ptr, bh, D, BLOCK_D)
+    return w1, w2, dr1, _load_square(dr2_ptr, bh, D, BLOCK_D)
+
+
+@triton.jit
 def _silu_terms(z):
     """silu(z) and silu'(z) = s (1 + z (1 - s)), s = sigmoid(z)."""
     s = tl.sigmoid(z)
@@ -127,10 +139,12 @@ def query_grad_kernel(
     q_ptr, do_ptr, dq_ptr, w1_ptr, w2_ptr, a1_ptr, a2_ptr,
     sqb, sqh, sqn, sdob, sdoh, sdon, sdqb, sdqh, sdqn,
     H, D, N, splits, tiles_per_split,
-    PRECISION: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    PRECISION: tl.constexpr, RELOAD_SQUARES: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """dq over one token range and its partial dW1', dW2': grid
-    (B*H, splits).
+    (B*H, splits). W1', W2' are loaded once, or once per tile with
+    ``RELOAD_SQUARES`` (see :func:`key_value_grad_kernel`).
 
     dY1 = do * silu(Y2), dY2 = do * Y1 * silu'(Y2) with Y = q W',
     dq = dY1 W1'^T + dY2 W2'^T, dW1' += q^T dY1, dW2' += q^T dY2.
@@ -138,13 +152,15 @@ def query_grad_kernel(
     bh = tl.program_id(0)
     split = tl.program_id(1)
     cd = tl.arange(0, BLOCK_D)
-    w1 = _load_square(w1_ptr, bh, D, BLOCK_D)
-    w2 = _load_square(w2_ptr, bh, D, BLOCK_D)
-    w1_t = tl.trans(w1)
-    w2_t = tl.trans(w2)
+    if not RELOAD_SQUARES:
+        w1 = _load_square(w1_ptr, bh, D, BLOCK_D)
+        w2 = _load_square(w2_ptr, bh, D, BLOCK_D)
     a1 = tl.zeros((BLOCK_D, BLOCK_D), tl.float32)
     a2 = tl.zeros((BLOCK_D, BLOCK_D), tl.float32)
     for t in range(tiles_per_split):
+        if RELOAD_SQUARES:
+            w1 = _load_square(w1_ptr, bh, D, BLOCK_D)
+            w2 = _load_square(w2_ptr, bh, D, BLOCK_D)
         tokens, valid = _range_tokens(split, t, tiles_per_split, N, BLOCK_N)
         q = _tile(q_ptr, sqb, sqh, sqn, bh, H, tokens, valid, cd, D)
         do = _tile(do_ptr, sdob, sdoh, sdon, bh, H, tokens, valid, cd, D)
@@ -152,7 +168,8 @@ def query_grad_kernel(
         silu, silu_grad = _silu_terms(_dot(q, w2, PRECISION))
         dy1 = do * silu
         dy2 = do * y1 * silu_grad
-        dq = _dot(dy1, w1_t, PRECISION) + _dot(dy2, w2_t, PRECISION)
+        dq = _dot(dy1, tl.trans(w1), PRECISION)
+        dq += _dot(dy2, tl.trans(w2), PRECISION)
         _store(dq_ptr, sdqb, sdqh, sdqn, bh, H, tokens, valid, cd, D, dq)
         q_t = tl.trans(q)
         a1 += _dot(q_t, dy1, PRECISION)
@@ -168,10 +185,18 @@ def key_value_grad_kernel(
     skb, skh, skn, svb, svh, svn, sdkb, sdkh, sdkn, sdvb, sdvh, sdvn,
     H, D, N, splits, tiles_per_split,
     W_PER_BATCH: tl.constexpr, PRECISION: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    RELOAD_SQUARES: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     """dk, dv over one token range from dR1, dR2, and the range's partial
     gradients of W1, W2 through Z: grid (B*H, splits).
+
+    W1, W2, dR1, dR2 are loaded once and held across the token loop, or,
+    with ``RELOAD_SQUARES``, loaded again for every tile (from the L2
+    cache): held, the tensor cores' copies of them and of their transposes
+    live in shared memory for the whole loop, which for fp32 products
+    ('tf32x3': two parts of each) is more than one program may have
+    (sm_90: 321 KiB against 227; tools/analysis/kernel_resources.py).
 
     With A = v * silu(Z2), Bm = v * Z1 * silu'(Z2), dA = k dR1,
     dBm = k dR2: dv = dA * silu(Z2) + dBm * Z1 * silu'(Z2),
@@ -183,12 +208,18 @@ def key_value_grad_kernel(
     bh = tl.program_id(0)
     split = tl.program_id(1)
     cd = tl.arange(0, BLOCK_D)
-    w1, w2 = _learned_weights(w1_ptr, w2_ptr, bh, H, D, W_PER_BATCH, BLOCK_D)
-    dr1 = _load_square(dr1_ptr, bh, D, BLOCK_D)
-    dr2 = _load_square(dr2_ptr, bh, D, BLOCK_D)
+    if not RELOAD_SQUARES:
+        w1, w2, dr1, dr2 = _step_squares(
+            w1_ptr, w2_ptr, dr1_ptr, dr2_ptr, bh, H, D, W_PER_BATCH, BLOCK_D
+        )
     g1 = tl.zeros((BLOCK_D, BLOCK_D), tl.float32)
     g2 = tl.zeros((BLOCK_D, BLOCK_D), tl.float32)
     for t in range(tiles_per_split):
+        if RELOAD_SQUARES:
+            w1, w2, dr1, dr2 = _step_squares(
+                w1_ptr, w2_ptr, dr1_ptr, dr2_ptr, bh, H, D, W_PER_BATCH,
+                BLOCK_D,
+            )  # fmt: skip
         tokens, valid = _range_tokens(split, t, tiles_per_split, N, BLOCK_N)
         k = _tile(k_ptr, skb, skh, skn, bh, H, tokens, valid, cd, D)
         v = _tile(v_ptr, svb, svh, svn, bh, H, tokens, valid, cd, D)
