@@ -1,9 +1,18 @@
 """Whether Triton kernels can run here: Triton imports (it ships with CUDA
-builds of PyTorch), and whether its interpreter runs them on CPU tensors
-(``TRITON_INTERPRET=1``, read when triton is imported; the tests' way)."""
+builds of PyTorch), whether its interpreter runs them on CPU tensors
+(``TRITON_INTERPRET=1``, read when triton is imported; the tests' way),
+and whether a GPU gives the fused kernels the shared memory they need."""
 
 import functools
 import os
+
+import torch
+
+# Shared memory one program may have on an A100 (sm_80; an H100 has 227
+# KiB): every fused kernel fits in it, for fp32, bf16 and fp16 tokens and
+# heads of up to 64 channels. GPUs with less (sm_86, sm_89: 99 KiB) fit
+# the bf16 kernels only (tools/analysis/kernel_resources.py --arch 89).
+FULL_SHARED_MEMORY = 163 * 1024
 
 
 @functools.cache
@@ -19,3 +28,30 @@ def triton_importable() -> bool:
 def interpreting() -> bool:
     """Whether Triton's interpreter runs the kernels (on CPU tensors)."""
     return os.environ.get('TRITON_INTERPRET') == '1'
+
+
+@functools.cache
+def _shared_memory_per_program(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(
+        device
+    ).shared_memory_per_block_optin
+
+
+def shared_memory_reason(*tensors: torch.Tensor) -> str | None:
+    """Why the fused kernels may not launch on the CUDA device of
+    ``tensors`` for their dtypes, or None: fp16 and fp32 tokens need a GPU
+    whose programs may have :data:`FULL_SHARED_MEMORY` bytes of shared
+    memory (bf16 ones fit any)."""
+    device = tensors[0].device
+    if device.type != 'cuda' or all(
+        t.dtype == torch.bfloat16 for t in tensors
+    ):
+        return None
+    have = _shared_memory_per_program(device)
+    if have >= FULL_SHARED_MEMORY:
+        return None
+    return (
+        f'bf16 tokens only on {device}, whose programs may have '
+        f'{have // 1024} KiB of shared memory (the fp16 / fp32 kernels '
+        f'need up to {FULL_SHARED_MEMORY // 1024} KiB)'
+    )

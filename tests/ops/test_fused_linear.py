@@ -81,6 +81,37 @@ def test_auto_gives_way_to_the_reference_while_exporting(monkeypatch):
         dispatch.use_fused('triton', wide)
 
 
+def test_auto_needs_the_shared_memory_of_the_dtypes_kernels(monkeypatch):
+    """On a GPU whose programs may have less shared memory than an A100's
+    (sm_86 / sm_89: 99 KiB), 'auto' runs the kernels for bf16 tokens only
+    and 'triton' names the limit and the fix."""
+    import mmlvit.ops.fused_linear.dispatch as dispatch
+    import mmlvit.ops.triton_runtime as runtime
+
+    def token(dtype):
+        cuda = torch.device('cuda')
+        return SimpleNamespace(device=cuda, dtype=dtype, shape=(64,))
+
+    monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
+    monkeypatch.setattr(
+        runtime, '_shared_memory_per_program', lambda d: 99 * 1024
+    )
+    assert dispatch.use_fused('auto', token(torch.bfloat16))
+    for dtype in (torch.float16, torch.float32):
+        assert not dispatch.use_fused('auto', token(dtype))
+        with pytest.raises(RuntimeError, match='99 KiB.*bf16 autocast'):
+            dispatch.use_fused('triton', token(dtype))
+    # One fp32 tensor among bf16 ones is enough to need the room.
+    assert not dispatch.use_fused(
+        'auto', token(torch.bfloat16), token(torch.float32)
+    )
+    monkeypatch.setattr(
+        runtime, '_shared_memory_per_program', lambda d: 163 * 1024
+    )
+    assert dispatch.use_fused('auto', token(torch.float16))
+    assert dispatch.use_fused('triton', token(torch.float32))
+
+
 def test_unknown_kernel_is_named_before_any_backend():
     q, k, v = qkv()
     with pytest.raises(ValueError, match="Unknown kernel 'softplus'"):

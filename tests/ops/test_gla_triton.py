@@ -3,6 +3,8 @@ backend choice, the kernels on CPU under Triton's interpreter against a
 float64 oracle (gla_triton_interpreter.py, in a subprocess), and at real
 sizes on CUDA against the PyTorch path."""
 
+from types import SimpleNamespace
+
 import interpreter_run
 import pytest
 import torch
@@ -37,6 +39,26 @@ def test_unsupported_inputs_are_named():
     assert reason(q.half(), q.bfloat16()) is None
     assert 'up to 64' in reason(torch.empty(1, 1, 4, 80), q)  # ViT-H's 80
     assert 'float64' in reason(q.double(), q)
+
+
+def test_unsupported_on_a_gpu_short_of_shared_memory(monkeypatch):
+    """With 99 KiB of shared memory a program (sm_86 / sm_89) the kernels
+    take bf16 tokens only; 'auto' then picks the PyTorch path."""
+    import mmlvit.ops.triton_runtime as runtime
+
+    monkeypatch.setattr(
+        runtime, '_shared_memory_per_program', lambda d: 99 * 1024
+    )
+    cuda = torch.device('cuda')
+
+    def tokens(dtype):
+        return SimpleNamespace(device=cuda, dtype=dtype, shape=(1, 1, 4, 64))
+
+    bf16 = tokens(torch.bfloat16)
+    assert dispatch.unsupported_reason(bf16, bf16) is None
+    reason = dispatch.unsupported_reason(tokens(torch.float16), bf16)
+    assert 'bf16 tokens only' in reason and '99 KiB' in reason
+    assert dispatch.resolve_backend('auto', cuda, reason is None) == 'torch'
 
 
 # ------------------------------------ the kernels under the interpreter

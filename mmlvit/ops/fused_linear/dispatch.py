@@ -5,7 +5,11 @@ import torch
 from torch import Tensor
 
 from ..tracing import exporting
-from ..triton_runtime import interpreting, triton_importable
+from ..triton_runtime import (
+    interpreting,
+    shared_memory_reason,
+    triton_importable,
+)
 
 BACKENDS = ('auto', 'torch', 'triton')
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -31,10 +35,12 @@ def use_fused(backend: str, *tensors: Tensor) -> bool:
 
     ``'torch'``: never. ``'auto'``: on CUDA tensors of a dtype the kernels
     take (fp32/bf16/fp16) and heads of at most :data:`MAX_HEAD_DIMS` when
-    Triton imports, except while a model is traced for export (the
+    Triton imports and the GPU has the shared memory the kernels need for
+    that dtype, except while a model is traced for export (the
     reference is plain, traceable PyTorch). ``'triton'``: always, and a
     RuntimeError names what is missing when it cannot (CPU tensors outside
-    Triton's interpreter, fp64, wider heads, no Triton).
+    Triton's interpreter, fp64, wider heads, no Triton, a GPU short of
+    shared memory for fp16 / fp32 tokens).
     """
     check_backend(backend)
     if backend == 'torch' or (backend == 'auto' and exporting()):
@@ -45,7 +51,8 @@ def use_fused(backend: str, *tensors: Tensor) -> bool:
     device_ok = device.type == 'cuda' or interpreting()
     if backend == 'auto':
         usable = dtype_ok and width_ok and triton_importable()
-        return device.type == 'cuda' and usable
+        usable = device.type == 'cuda' and usable
+        return usable and shared_memory_reason(*tensors) is None
     if not triton_importable():
         raise RuntimeError(
             "backend='triton' needs the triton package (it comes with CUDA "
@@ -67,6 +74,12 @@ def use_fused(backend: str, *tensors: Tensor) -> bool:
         raise RuntimeError(
             f"backend='triton' takes heads of at most {MAX_HEAD_DIMS} "
             f'channels, got {[t.shape[-1] for t in tensors]}; use '
+            "backend='torch' (or 'auto', which falls back to it)."
+        )
+    reason = shared_memory_reason(*tensors)
+    if reason is not None:
+        raise RuntimeError(
+            f"backend='triton' takes {reason}; use bf16 autocast or "
             "backend='torch' (or 'auto', which falls back to it)."
         )
     return True

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from ..heads import qkv_gradients
 from ..recompute import leaf_grads, rerun_with_grad
-from ..triton_runtime import interpreting
+from ..triton_runtime import interpreting, shared_memory_reason
 from .arguments import check_shapes
 
 # Tokens per chunk and per sub-block (the diagonal blocks of exact decays).
@@ -66,7 +66,7 @@ def unsupported_reason(q, v):
         return f'head widths up to {MAX_HEAD_DIM} (got {d_k}, {d_v})'
     if q.dtype not in DTYPES or v.dtype not in DTYPES:
         return f'fp16/bf16/fp32 inputs (got {q.dtype}, {v.dtype})'
-    return None
+    return shared_memory_reason(q, v)
 
 
 def _width(d, least=16):
