@@ -22,6 +22,7 @@ import argparse
 import os.path as osp
 
 import torch
+import triton
 from mmengine.utils import mkdir_or_exist
 
 from mmlvit import benchmark as core
@@ -273,9 +274,9 @@ def main(argv=None):
     lines = core.markdown_table(header, rows, '--' + ':' * 4)
     lines.insert(
         0,
-        f'sm_{args.arch}, {args.dtype}, head width {args.head_width}, per '
-        'thread; 0 resident warps: over the shared memory one program may '
-        'have, it cannot launch\n',
+        f'sm_{args.arch}, Triton {triton.__version__}, {args.dtype}, '
+        f'head width {args.head_width}, per thread; 0 resident warps: over '
+        'the shared memory one program may have, it cannot launch\n',
     )
     core.write_json(osp.join(args.out_dir, 'results.json'), results)
     core.write_table(osp.join(args.out_dir, 'table.md'), '\n'.join(lines), [])
