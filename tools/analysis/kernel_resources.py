@@ -56,7 +56,8 @@ def fused_linear_cases(dtype, name, d):
     kinds = dict(state=forward)
     kinds.update(output=_split_warps(launch.output_constants))
     kinds.update(attention=_split_warps(launch.one_launch_constants))
-    kinds.update(query_grad=grads, key_value_grad=grads)
+    kinds.update(query_grad=_split_warps(launch.query_grad_constants))
+    kinds.update(key_value_grad=grads)
     return [
         KernelCase(
             f'fused_linear.{kind}_kernel',

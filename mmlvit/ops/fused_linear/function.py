@@ -39,6 +39,11 @@ NUM_WARPS = 4
 # d = 64: 272 and 64 bytes a thread), at 8 not
 # (tools/analysis/kernel_resources.py).
 GRAD_NUM_WARPS = 8
+# The query-gradient kernel runs its token range in tiles of 32: tiles of
+# 64 spill inside its loop with Triton 3.6 (176 bytes a thread in bf16,
+# 384 in fp16) and in fp16 with 3.8 (152); tiles of 32 spill with
+# neither (171-186 registers; sm_90, d = 64, 8 warps).
+QUERY_GRAD_BLOCK_N = 32
 # Products of bf16 inputs: 'bf16' rounds their fp32 operands (feature
 # maps, states) to bf16 and runs the tensor cores at full rate; bf16 has
 # fp32's exponent range, so a state rounds but cannot overflow. 'tf32'
@@ -226,11 +231,14 @@ class Launch:
         q, do = _unit_last_stride(q), _unit_last_stride(do)
         dq = self.gradient(q, 0)
         ds, dz, dzv = self.partials(q.device)
+        options = self.query_grad_constants
+        # The same token ranges as the state kernel's, in smaller tiles.
+        per_split = self.per_split * self.constants['BLOCK_N']
+        per_split //= options['BLOCK_N']
         kernels.query_grad_kernel[(self.BH, self.segs * self.splits)](
             q, do, dq, s, z, zv, ds, dz, dzv,
             *_strides(q), *_strides(do), *_strides(dq), *self.geometry,
-            self.splits, self.per_split, self.eps, self.alpha,
-            **self.grad_constants,
+            self.splits, per_split, self.eps, self.alpha, **options,
         )  # fmt: skip
         return dq, (_total(ds), _total(dz), _total(dzv))
 
@@ -241,8 +249,15 @@ class Launch:
 
     @property
     def grad_constants(self):
-        """The gradient kernels' compile-time options."""
+        """The key-value gradient kernel's compile-time options."""
         return dict(self.constants, num_warps=GRAD_NUM_WARPS)
+
+    @property
+    def query_grad_constants(self):
+        """The query-gradient kernel's: tiles of at most
+        :data:`QUERY_GRAD_BLOCK_N`."""
+        block_n = min(self.constants['BLOCK_N'], QUERY_GRAD_BLOCK_N)
+        return dict(self.grad_constants, BLOCK_N=block_n)
 
     def partials(self, device):
         """fp32 buffers for per-split S, z, z_v: (B*H, SEGS, splits, ...)."""
