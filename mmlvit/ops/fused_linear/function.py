@@ -57,12 +57,15 @@ BF16_PRODUCTS = 'bf16'
 # tools/analysis/kernel_resources.py).
 ONE_LAUNCH_BLOCK_N = 32
 ONE_LAUNCH_NUM_WARPS = 8
-# The output launch runs a segment's tiles in ranges of up to 4 with its
-# state (16 KB of fp32 at d = 64, against 8 KB of a tile's bf16 queries)
-# loaded once: at 8 warps 128 registers a thread and no spill, 16
-# resident warps (one tile a program at 4 warps: 157 registers, 12; sm_90,
-# bf16, d = 64, tools/analysis/kernel_resources.py).
-OUTPUT_TILES = 4
+# The output launch runs a segment's tokens in ranges of up to 8 tiles of
+# 32 with its state (16 KB of fp32 at d = 64, against 16 KB of a range's
+# bf16 queries) loaded once: at 8 warps 76 registers a thread and no
+# spill, 24 resident warps (Triton 3.6: 108, 16). Tiles of 64 took 128
+# registers (3.6: 174, 8 resident warps; in fp32 ptxas gave that kernel 32
+# registers and 4 KB of stack) for the same instructions per token
+# (sm_90, bf16, d = 64, tools/analysis/kernel_resources.py).
+OUTPUT_BLOCK_N = 32
+OUTPUT_TILES = 8
 OUTPUT_NUM_WARPS = 8
 # Programs a reduction launch aims at (a few per multiprocessor): segments
 # are split into token ranges until B*H*SEGS*splits reaches it.
@@ -148,9 +151,11 @@ class Launch:
         self.splits, self.per_split = token_splits(
             self.tiles, self.BH * self.segs
         )
-        per_range = min(self.tiles, OUTPUT_TILES)
+        self.output_block_n = min(block_n, OUTPUT_BLOCK_N)
+        output_tiles = triton.cdiv(self.seg_len, self.output_block_n)
+        per_range = min(output_tiles, OUTPUT_TILES)
         # (ranges, tiles per range) of a segment in the output launch.
-        self.output_ranges = (-(-self.tiles // per_range), per_range)
+        self.output_ranges = (-(-output_tiles // per_range), per_range)
         self.eps = eps
         self.alpha = scale / self.N  # InLine's s/N
         self.grads = None  # this backward pass's dq, dk, dv slots
@@ -245,7 +250,8 @@ class Launch:
     @property
     def output_constants(self):
         """The output kernel's compile-time options."""
-        return dict(self.constants, num_warps=OUTPUT_NUM_WARPS)
+        options = dict(self.constants, BLOCK_N=self.output_block_n)
+        return dict(options, num_warps=OUTPUT_NUM_WARPS)
 
     @property
     def grad_constants(self):
