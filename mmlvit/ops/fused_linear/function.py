@@ -33,7 +33,10 @@ MODES = {
     'mhla': kernels.MHLA,
 }
 BLOCK_N = 64  # tokens per tile
-NUM_WARPS = 4
+# The state kernel: at 8 warps 94 registers a thread and 16 resident warps,
+# at 4 160 and 12 (Triton 3.6: 97 / 16 against 189 / 8); no spill either
+# way, the same tensor-core (HGMMA) products (sm_90, bf16, d = 64).
+NUM_WARPS = 8
 # The gradient kernels hold the state, its transpose and its gradient as
 # fp32 tiles beside the token tiles: at 4 warps they spill (sm_90, bf16,
 # d = 64: 272 and 64 bytes a thread), at 8 not
