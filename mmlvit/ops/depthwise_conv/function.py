@@ -5,12 +5,17 @@ import torch
 import triton
 from torch import Tensor
 
-from ..fused_linear.function import BLOCK_N, token_splits
+from ..fused_linear.function import token_splits
 from . import kernels
 
-# A program holds fp32 tiles of 64 tokens x 64 channels and their 64-bit
-# addresses: about 255 registers a thread at 4 warps, about 110 at 8
-# (sm_90; tools/analysis/kernel_resources.py).
+# A program holds fp32 tiles of BLOCK_N tokens x 64 channels and their
+# 64-bit addresses. Tiles of 32 at 8 warps: 62-76 registers a thread, 24-32
+# resident warps (Triton 3.6: 73-105, 16-24), for about the same
+# instructions per token as tiles of 64 (102-112 registers, 16 resident
+# warps; 3.6: 141-234, 8); at 4 warps tiles of 64 took about 255 (sm_90,
+# bf16; tools/analysis/kernel_resources.py). The kernels stream their
+# taps from the caches: resident warps hide that latency.
+BLOCK_N = 32
 NUM_WARPS = 8
 MAX_BLOCK_C = 64  # channels per program
 
