@@ -105,6 +105,10 @@ def test_auto_needs_the_shared_memory_of_the_dtypes_kernels(monkeypatch):
     assert not dispatch.use_fused(
         'auto', token(torch.bfloat16), token(torch.float32)
     )
+    # Kernels that need a few KB (the depthwise convolutions) run anyway.
+    fp16 = token(torch.float16)
+    assert dispatch.use_fused('auto', fp16, needs_shared_memory=False)
+    assert dispatch.use_fused('triton', fp16, needs_shared_memory=False)
     monkeypatch.setattr(
         runtime, '_shared_memory_per_program', lambda d: 163 * 1024
     )

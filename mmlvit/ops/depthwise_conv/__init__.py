@@ -29,8 +29,9 @@ def depthwise_conv(
         convolutions on the CPU).
     """
     # Any channel count: the kernels take the channels in blocks, so only
-    # the device and the dtype are checked (on a one-column view).
-    if use_fused(backend, x[..., :1]):
+    # the device and the dtype are checked (on a one-column view); they
+    # need a few KB of shared memory, which any GPU has.
+    if use_fused(backend, x[..., :1], needs_shared_memory=False):
         from .function import fused_depthwise_conv
 
         return fused_depthwise_conv(x, weight, bias)

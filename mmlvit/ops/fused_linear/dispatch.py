@@ -30,7 +30,9 @@ def check_backend(backend: str) -> None:
         )
 
 
-def use_fused(backend: str, *tensors: Tensor) -> bool:
+def use_fused(
+    backend: str, *tensors: Tensor, needs_shared_memory: bool = True
+) -> bool:
     """Whether a call on ``tensors`` runs the fused kernels.
 
     ``'torch'``: never. ``'auto'``: on CUDA tensors of a dtype the kernels
@@ -40,7 +42,9 @@ def use_fused(backend: str, *tensors: Tensor) -> bool:
     reference is plain, traceable PyTorch). ``'triton'``: always, and a
     RuntimeError names what is missing when it cannot (CPU tensors outside
     Triton's interpreter, fp64, wider heads, no Triton, a GPU short of
-    shared memory for fp16 / fp32 tokens).
+    shared memory for fp16 / fp32 tokens). ``needs_shared_memory=False``
+    leaves out the shared-memory check, for kernels that need a few KB
+    (the depthwise convolutions).
     """
     check_backend(backend)
     if backend == 'torch' or (backend == 'auto' and exporting()):
@@ -52,7 +56,9 @@ def use_fused(backend: str, *tensors: Tensor) -> bool:
     if backend == 'auto':
         usable = dtype_ok and width_ok and triton_importable()
         usable = device.type == 'cuda' and usable
-        return usable and shared_memory_reason(*tensors) is None
+        return usable and (
+            not needs_shared_memory or shared_memory_reason(*tensors) is None
+        )
     if not triton_importable():
         raise RuntimeError(
             "backend='triton' needs the triton package (it comes with CUDA "
@@ -76,7 +82,7 @@ def use_fused(backend: str, *tensors: Tensor) -> bool:
             f'channels, got {[t.shape[-1] for t in tensors]}; use '
             "backend='torch' (or 'auto', which falls back to it)."
         )
-    reason = shared_memory_reason(*tensors)
+    reason = shared_memory_reason(*tensors) if needs_shared_memory else None
     if reason is not None:
         raise RuntimeError(
             f"backend='triton' takes {reason}; use bf16 autocast or "

@@ -86,7 +86,9 @@ def ttt_dwconv(
         Tensor: (B, d, H, W) in the dtype of q.
     """
     # The channels are the conv head's width: check them as the last axis.
-    if use_fused(backend, *(t.movedim(1, -1) for t in (q, k, v))):
+    # Its kernels (the depthwise convolution's) need little shared memory.
+    grids = (t.movedim(1, -1) for t in (q, k, v))
+    if use_fused(backend, *grids, needs_shared_memory=False):
         from .dwconv_function import fused_ttt_dwconv
 
         return fused_ttt_dwconv(q, k, v, w3, scale)
