@@ -8,11 +8,12 @@ import os
 
 import torch
 
-# Shared memory one program may have on an A100 (sm_80; an H100 has 227
-# KiB): every fused kernel fits in it, for fp32, bf16 and fp16 tokens and
-# heads of up to 64 channels. GPUs with less (sm_86, sm_89: 99 KiB) fit
-# the bf16 kernels only (tools/analysis/kernel_resources.py --arch 89).
+# Shared memory one program may need, for heads of up to 64 channels:
+# every fused kernel fits an A100's 163 KiB (sm_80; an H100 has 227) in
+# fp32, bf16 and fp16, and the 99 KiB of sm_86 / sm_89 in bf16 only
+# (tools/analysis/kernel_resources.py --arch 80 / 89).
 FULL_SHARED_MEMORY = 163 * 1024
+BF16_SHARED_MEMORY = 99 * 1024
 
 
 @functools.cache
@@ -39,19 +40,24 @@ def _shared_memory_per_program(device: torch.device) -> int:
 
 def shared_memory_reason(*tensors: torch.Tensor) -> str | None:
     """Why the fused kernels may not launch on the CUDA device of
-    ``tensors`` for their dtypes, or None: fp16 and fp32 tokens need a GPU
-    whose programs may have :data:`FULL_SHARED_MEMORY` bytes of shared
-    memory (bf16 ones fit any)."""
+    ``tensors`` for their dtypes, or None: bf16 tokens need a GPU whose
+    programs may have :data:`BF16_SHARED_MEMORY` bytes of shared memory,
+    fp16 and fp32 ones :data:`FULL_SHARED_MEMORY`."""
     device = tensors[0].device
-    if device.type != 'cuda' or all(
-        t.dtype == torch.bfloat16 for t in tensors
-    ):
+    if device.type != 'cuda':
         return None
+    bf16 = all(t.dtype == torch.bfloat16 for t in tensors)
     have = _shared_memory_per_program(device)
-    if have >= FULL_SHARED_MEMORY:
+    if have >= (BF16_SHARED_MEMORY if bf16 else FULL_SHARED_MEMORY):
         return None
+    if have >= BF16_SHARED_MEMORY:
+        return (
+            f'bf16 tokens only on {device}, whose programs may have '
+            f'{have // 1024} KiB of shared memory (fp16 / fp32 tokens need '
+            f'up to {FULL_SHARED_MEMORY // 1024} KiB)'
+        )
     return (
-        f'bf16 tokens only on {device}, whose programs may have '
-        f'{have // 1024} KiB of shared memory (the fp16 / fp32 kernels '
-        f'need up to {FULL_SHARED_MEMORY // 1024} KiB)'
+        'GPUs whose programs may have at least '
+        f'{BF16_SHARED_MEMORY // 1024} KiB of shared memory ({device}: '
+        f'{have // 1024} KiB)'
     )

@@ -114,6 +114,13 @@ def test_auto_needs_the_shared_memory_of_the_dtypes_kernels(monkeypatch):
     )
     assert dispatch.use_fused('auto', token(torch.float16))
     assert dispatch.use_fused('triton', token(torch.float32))
+    # Under 99 KiB (a T4's 64) not even bf16 fits.
+    monkeypatch.setattr(
+        runtime, '_shared_memory_per_program', lambda d: 64 * 1024
+    )
+    assert not dispatch.use_fused('auto', token(torch.bfloat16))
+    with pytest.raises(RuntimeError, match='at least 99 KiB.*cuda: 64 KiB'):
+        dispatch.use_fused('triton', token(torch.bfloat16))
 
 
 def test_unknown_kernel_is_named_before_any_backend():

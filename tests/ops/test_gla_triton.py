@@ -43,7 +43,8 @@ def test_unsupported_inputs_are_named():
 
 def test_unsupported_on_a_gpu_short_of_shared_memory(monkeypatch):
     """With 99 KiB of shared memory a program (sm_86 / sm_89) the kernels
-    take bf16 tokens only; 'auto' then picks the PyTorch path."""
+    take bf16 tokens only ('auto' then picks the PyTorch path for
+    others); with less, none."""
     import mmlvit.ops.triton_runtime as runtime
 
     monkeypatch.setattr(
@@ -59,6 +60,10 @@ def test_unsupported_on_a_gpu_short_of_shared_memory(monkeypatch):
     reason = dispatch.unsupported_reason(tokens(torch.float16), bf16)
     assert 'bf16 tokens only' in reason and '99 KiB' in reason
     assert dispatch.resolve_backend('auto', cuda, reason is None) == 'torch'
+    monkeypatch.setattr(
+        runtime, '_shared_memory_per_program', lambda d: 64 * 1024
+    )
+    assert 'at least 99 KiB' in dispatch.unsupported_reason(bf16, bf16)
 
 
 # ------------------------------------ the kernels under the interpreter

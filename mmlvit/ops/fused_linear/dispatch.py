@@ -42,7 +42,7 @@ def use_fused(
     reference is plain, traceable PyTorch). ``'triton'``: always, and a
     RuntimeError names what is missing when it cannot (CPU tensors outside
     Triton's interpreter, fp64, wider heads, no Triton, a GPU short of
-    shared memory for fp16 / fp32 tokens). ``needs_shared_memory=False``
+    shared memory for the dtype). ``needs_shared_memory=False``
     leaves out the shared-memory check, for kernels that need a few KB
     (the depthwise convolutions).
     """
@@ -85,7 +85,8 @@ def use_fused(
     reason = shared_memory_reason(*tensors) if needs_shared_memory else None
     if reason is not None:
         raise RuntimeError(
-            f"backend='triton' takes {reason}; use bf16 autocast or "
-            "backend='torch' (or 'auto', which falls back to it)."
+            f"backend='triton' takes {reason}; use bf16 autocast where "
+            "that fits, or backend='torch' (or 'auto', which falls back to "
+            'it).'
         )
     return True
