@@ -129,23 +129,23 @@ def gla_cases(dtype, name, d):
     pointers.update({n: 'fp32' for n in gates})
     pointers.update(whole='i32', kinds='i32')
     DT, DOT = backend._dtypes(dtype)
-    width = backend._width(d)
+    tiles = backend.tile_widths(d, d)
     chunk = dict(K=d, V=d, BT=backend.CHUNK, DT=DT, DOT=DOT)
-    blocks = dict(chunk, BC=backend.SUB_BLOCK, BK=width, BV=width)
+    blocks = dict(chunk, BC=backend.SUB_BLOCK, **tiles['backward'])
     warps = {k: v['num_warps'] for k, v in backend.LAUNCH.items()}
     return [
         KernelCase(
             'gla.chunk_states_kernel',
             triton_kernels.chunk_states_kernel,
             pointers,
-            dict(chunk, BK=min(32, width), BV=min(32, width), INCLUSIVE=False),
+            dict(chunk, **tiles['states'], INCLUSIVE=False),
             warps['states'],
         ),
         KernelCase(
             'gla.chunk_fwd_kernel (whole chunks)',
             triton_chunk_kernels.chunk_fwd_kernel,
             pointers,
-            dict(chunk, BK=width, BV=min(64, width)),
+            dict(chunk, **tiles['forward']),
             warps['whole_forward'],
             floats=('scale',),
         ),
@@ -153,7 +153,7 @@ def gla_cases(dtype, name, d):
             'gla.bigla_fwd_kernel',
             triton_kernels.bigla_fwd_kernel,
             pointers,
-            dict(blocks, BV=min(64, width)),
+            dict(blocks, **tiles['forward']),
             warps['forward'],
             floats=('scale',),
         ),
@@ -185,7 +185,7 @@ def gla_cases(dtype, name, d):
             'gla.gate_grad_cumsum_kernel',
             triton_backward_kernels.gate_grad_cumsum_kernel,
             pointers,
-            dict(K=d, BT=backend.CHUNK, BK=min(32, width)),
+            dict(K=d, BT=backend.CHUNK, **tiles['gate_grad']),
             warps['gate_grad'],
         ),
     ]

@@ -74,6 +74,18 @@ def _width(d, least=16):
     return max(least, 1 << (d - 1).bit_length())
 
 
+def tile_widths(K, V):
+    """Channel tiles (BK, BV) of each launch for heads of d_k = K and
+    d_v = V: the state scans take 32 x 32 blocks of a state, the outputs
+    up to 64 value channels, the gradients every channel."""
+    return dict(
+        states=dict(BK=min(32, _width(K)), BV=min(32, _width(V))),
+        forward=dict(BK=_width(K), BV=min(64, _width(V))),
+        backward=dict(BK=_width(K), BV=_width(V)),
+        gate_grad=dict(BK=min(32, _width(K))),
+    )
+
+
 def _dtypes(dtype):
     """(DT, DOT) of the kernels for inputs of ``dtype``."""
     import triton.language as tl
@@ -104,7 +116,8 @@ def chunk_states(x, y, g0, g1, inclusive, dtypes):
     V = y.shape[-1]
     NT = -(-T // CHUNK)
     out = x.new_empty(2, B, H, NT, K, V, dtype=torch.float32)
-    BK, BV = min(32, _width(K)), min(32, _width(V))
+    tiles = tile_widths(K, V)['states']
+    BK, BV = tiles['BK'], tiles['BV']
     grid = (-(-K // BK), -(-V // BV), 2 * B * H)
     chunk_states_kernel[grid](
         x, y, g0, g1, out,
@@ -126,12 +139,12 @@ def forward(q, k, v, g_fwd, g_bwd, scale):
     states = chunk_states(k, v, g_fwd, g_bwd, False, dtypes)
     NT = states.shape[3]
     o = _like_tokens(v, V)
-    BV = min(64, _width(V))
-    grid = (-(-V // BV), NT, B * H)
+    tiles = tile_widths(K, V)['forward']
+    grid = (-(-V // tiles['BV']), NT, B * H)
     whole = q.new_empty(grid[0], B * H, NT, dtype=torch.int32)
     tensors = (q, k, v, g_fwd, g_bwd, states, o, whole)
     strides = (q, k, v, g_fwd, g_bwd, o)
-    sizes = dict(K=K, V=V, BT=CHUNK, BK=_width(K), BV=BV)
+    sizes = dict(K=K, V=V, BT=CHUNK, **tiles)
     # The chunks taken whole, then the others by sub-blocks.
     chunk_fwd_kernel[grid](
         *tensors, *(n for t in strides for n in t.stride()),
@@ -174,7 +187,8 @@ def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
         *tensors, kinds, *(n for t in strides for n in t.stride()),
         scale, T, B, H, NT,
     )  # fmt: skip
-    sizes = dict(K=K, V=V, BT=CHUNK, BC=SUB_BLOCK, BK=_width(K), BV=_width(V))
+    tiles = tile_widths(K, V)
+    sizes = dict(K=K, V=V, BT=CHUNK, BC=SUB_BLOCK, **tiles['backward'])
     sizes.update(DT=dtypes[0], DOT=dtypes[1])
     # The chunks taken whole, then by sub-blocks with factored diagonals,
     # then with exact ones.
@@ -186,7 +200,7 @@ def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
         bigla_bwd_kernel[(NT, B * H)](
             *arguments, EXACT=exact, **sizes, **LAUNCH['backward']
         )
-    BK = min(32, _width(K))
+    BK = tiles['gate_grad']['BK']
     gate_grad_cumsum_kernel[(-(-K // BK), B * H, 2)](
         dg, T, NT, K=K, BT=CHUNK, BK=BK, **LAUNCH['gate_grad']
     )
