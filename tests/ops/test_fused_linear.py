@@ -60,11 +60,16 @@ def test_triton_backend_on_cpu_or_fp64_raises_clearly(monkeypatch):
 
 def test_auto_gives_way_to_the_reference_while_exporting(monkeypatch):
     import mmlvit.ops.fused_linear.dispatch as dispatch
+    import mmlvit.ops.triton_runtime as runtime
 
     cuda_tensor = SimpleNamespace(
         device=torch.device('cuda'), dtype=torch.bfloat16, shape=(64,)
     )
     monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
+    # An H100's shared memory a program (no GPU to ask here).
+    monkeypatch.setattr(
+        runtime, '_shared_memory_per_program', lambda d: 227 * 1024
+    )
     assert dispatch.use_fused('auto', cuda_tensor)
     monkeypatch.setattr(dispatch, 'exporting', lambda: True)
     assert not dispatch.use_fused('auto', cuda_tensor)
