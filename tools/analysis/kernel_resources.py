@@ -98,18 +98,21 @@ def depthwise_conv_cases(dtype, name, d):
     pointers.update({f'{n}_ptr': 'fp32' for n in ('w', 'bias', 'dw')})
     cases = []
     for ks, channels, use in ((5, C, 'MHLA value conv'), (3, d, 'TTT head')):
-        grid = torch.empty(1, channels, 14, 14, dtype=dtype)
-        options, warps = _split_warps(GridLaunch(grid, ks).constants)
-        conv = dict(PER_IMAGE=ks == 3, HAS_BIAS=ks == 5, FLIP=False)
-        grads = dict(TAPS=16 if ks == 3 else 32)
-        for kind, extra in (('conv', conv), ('weight_grad', grads)):
+        launch = GridLaunch(torch.empty(1, channels, 14, 14, dtype=dtype), ks)
+        # TTT's head steps its weights per image; MHLA's conv has a bias.
+        conv = launch.conv_constants(
+            per_image=ks == 3, has_bias=ks == 5, flip=False
+        )
+        for kind, options in (
+            ('conv', conv),
+            ('weight_grad', launch.weight_grad_constants),
+        ):
             cases.append(
                 KernelCase(
                     f'depthwise_conv.{kind}_kernel ({ks}x{ks}, {use})',
                     getattr(kernels, f'{kind}_kernel'),
                     pointers,
-                    dict(options, **extra),
-                    warps,
+                    *_split_warps(options),
                 )
             )
     return cases

@@ -73,13 +73,29 @@ class GridLaunch:
         """
         y = empty_grid(x)
         grid = (self.B, self.tiles, self.channel_blocks)
+        options = self.conv_constants(
+            per_image=weights.shape[0] > 1,
+            has_bias=bias is not None,
+            flip=flip,
+        )
         kernels.conv_kernel[grid](
             x, y, weights, weights if bias is None else bias,
-            *x.stride(), *y.stride(), *self.sizes,
-            PER_IMAGE=weights.shape[0] > 1, HAS_BIAS=bias is not None,
-            FLIP=flip, **self.constants,
+            *x.stride(), *y.stride(), *self.sizes, **options,
         )  # fmt: skip
         return y
+
+    def conv_constants(self, per_image, has_bias, flip):
+        """:meth:`conv`'s compile-time options: weights per image (else
+        one set), a bias, the data gradient's flipped taps."""
+        flags = dict(PER_IMAGE=per_image, HAS_BIAS=has_bias, FLIP=flip)
+        return dict(self.constants, **flags)
+
+    @property
+    def weight_grad_constants(self):
+        """:meth:`weight_grads`' compile-time options: the KS^2 taps in a
+        power-of-two tile."""
+        taps = triton.next_power_of_2(self.ks**2)
+        return dict(self.constants, TAPS=taps)
 
     def weight_grads(self, x, g):
         """dw[b, t] = sum_p g[p] * x[nbr_t(p)] per image: fp32
@@ -90,8 +106,7 @@ class GridLaunch:
         grid = (self.B, self.splits, self.channel_blocks)
         kernels.weight_grad_kernel[grid](
             x, g, dw, *x.stride(), *g.stride(), *self.sizes,
-            self.splits, self.per_split,
-            TAPS=triton.next_power_of_2(self.ks**2), **self.constants,
+            self.splits, self.per_split, **self.weight_grad_constants,
         )  # fmt: skip
         return dw.sum(1)
 

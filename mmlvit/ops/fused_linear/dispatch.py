@@ -54,9 +54,11 @@ def use_fused(
     width_ok = all(t.shape[-1] <= MAX_HEAD_DIMS for t in tensors)
     device_ok = device.type == 'cuda' or interpreting()
     if backend == 'auto':
-        usable = dtype_ok and width_ok and triton_importable()
-        usable = device.type == 'cuda' and usable
-        return usable and (
+        if not (device.type == 'cuda' and dtype_ok and width_ok):
+            return False
+        if not triton_importable():
+            return False
+        return (
             not needs_shared_memory or shared_memory_reason(*tensors) is None
         )
     if not triton_importable():

@@ -154,7 +154,9 @@ class Launch:
         self.splits, self.per_split = token_splits(
             self.tiles, self.BH * self.segs
         )
+        # Narrower tiles of the output and query-gradient launches.
         self.output_block_n = min(block_n, OUTPUT_BLOCK_N)
+        self.query_grad_block_n = min(block_n, QUERY_GRAD_BLOCK_N)
         output_tiles = triton.cdiv(self.seg_len, self.output_block_n)
         per_range = min(output_tiles, OUTPUT_TILES)
         # (ranges, tiles per range) of a segment in the output launch.
@@ -239,14 +241,14 @@ class Launch:
         q, do = _unit_last_stride(q), _unit_last_stride(do)
         dq = self.gradient(q, 0)
         ds, dz, dzv = self.partials(q.device)
-        options = self.query_grad_constants
         # The same token ranges as the state kernel's, in smaller tiles.
         per_split = self.per_split * self.constants['BLOCK_N']
-        per_split //= options['BLOCK_N']
+        per_split //= self.query_grad_block_n
         kernels.query_grad_kernel[(self.BH, self.segs * self.splits)](
             q, do, dq, s, z, zv, ds, dz, dzv,
             *_strides(q), *_strides(do), *_strides(dq), *self.geometry,
-            self.splits, per_split, self.eps, self.alpha, **options,
+            self.splits, per_split, self.eps, self.alpha,
+            **self.query_grad_constants,
         )  # fmt: skip
         return dq, (_total(ds), _total(dz), _total(dzv))
 
@@ -263,10 +265,8 @@ class Launch:
 
     @property
     def query_grad_constants(self):
-        """The query-gradient kernel's: tiles of at most
-        :data:`QUERY_GRAD_BLOCK_N`."""
-        block_n = min(self.constants['BLOCK_N'], QUERY_GRAD_BLOCK_N)
-        return dict(self.grad_constants, BLOCK_N=block_n)
+        """The query-gradient kernel's compile-time options."""
+        return dict(self.grad_constants, BLOCK_N=self.query_grad_block_n)
 
     def partials(self, device):
         """fp32 buffers for per-split S, z, z_v: (B*H, SEGS, splits, ...)."""
