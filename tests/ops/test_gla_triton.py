@@ -112,25 +112,44 @@ def test_qkv_gradients_share_one_buffer(interpreted):
 
 
 def test_backward_takes_chunks_of_every_kind(interpreted):
-    """Chunks of 64 tokens whose gates sum to >= -30 (every channel, both
+    """Chunks of 64 tokens whose gates sum to >= -60 (every channel, both
     directions) are taken whole, by (64, 64) products (kind 2); the others
     by 16-token sub-blocks, whose diagonals are factored where each
     sub-block's gates sum to >= -30 (1) and exact otherwise (0). The
-    strided checks' three heads (gates / 8, / 2, as drawn) and the
+    strided checks' three heads (gates / 2.2, / 1.7, as drawn) and the
     vanishing gates take all three, so the comparisons above cover each;
-    the forward decides alike whether a chunk is taken whole."""
+    the forward decides alike whether a chunk is taken whole. Head 0's
+    full chunks have gate sums of -51 to -57: their keys' factors reach
+    e^57, and with the sub-blocks' limit (-30) they would not be taken
+    whole."""
     expected = {
-        'strided fp32 T=150': [2, 2, 2, 1, 1, 2, 0, 0, 0],  # (head, chunk)
-        'strided bf16 T=80': [2, 2, 1, 2, 0, 0],
-        'strided fp16 T=80': [2, 2, 1, 2, 0, 0],
+        'strided fp32 T=150': [2, 2, 2, 1, 1, 2, 0, 0, 2],  # (head, chunk)
+        'strided bf16 T=80': [2, 2, 1, 2, 0, 2],
+        'strided fp16 T=80': [2, 2, 1, 2, 0, 2],
         'vanishing fp32 T=80': [0, 0],
         'widths fp32 T=150': [2, 2, 2, 1, 1, 2],
     }
     for name, kinds in expected.items():
         seen = interpreted[name]['kernel']
         assert seen['kinds'] == kinds, name
-        # The forward takes the same chunks whole (one value tile).
+        # The forward takes the same chunks whole (one value tile) ...
         assert seen['whole'] == [int(kind == 2) for kind in kinds], name
+        # ... exactly those whose gates sum to >= -60,
+        whole = [int(total >= -60) for total in seen['chunk_sums']]
+        assert whole == [int(kind == 2) for kind in kinds], name
+    # Among them, chunks whose gates sum below the sub-blocks' -30.
+    for name in (
+        'strided fp32 T=150',
+        'strided bf16 T=80',
+        'widths fp32 T=150',
+    ):
+        seen = interpreted[name]['kernel']
+        strong = [
+            kind
+            for kind, total in zip(seen['kinds'], seen['chunk_sums'])
+            if total < -30
+        ]
+        assert 2 in strong, name
 
 
 def test_vanishing_gates_stay_finite_and_exact(interpreted):
@@ -215,14 +234,17 @@ def test_auto_picks_triton_on_cuda():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize('T, temperature', [(785, 16), (4097, 16), (785, 2)])
+@pytest.mark.parametrize(
+    'T, temperature', [(785, 16), (4097, 16), (785, 2), (785, 1.5)]
+)
 @pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float32])
 def test_triton_equals_torch_path_on_cuda(T, temperature, dtype):
     """B = 2, H = 12, d = 64 views of one projection: output and all five
     gradients against the PyTorch path run in fp32 on the same (rounded)
     inputs. The kernels multiply in the input dtype (TF32 for fp32). At a
-    gate temperature of 16 chunks are taken whole, at 2 (64-token gate
-    sums near -40) by sub-blocks with factored diagonals."""
+    gate temperature of 16 chunks are taken whole; at 2 (64-token gate
+    sums near -57) whole where they sum to >= -60 (keys' factors near
+    e^60), by sub-blocks elsewhere; at 1.5 (near -75) by sub-blocks."""
     tensors = _cuda_inputs(T, dtype, temperature=temperature)
     tensors = [t.requires_grad_() for t in tensors]
     exact = [t.detach().float().requires_grad_() for t in tensors]

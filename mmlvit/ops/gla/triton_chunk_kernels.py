@@ -1,10 +1,10 @@
 """Whole-chunk Triton kernels of the fused bidirectional GLA, for chunks
-whose gates sum to at least -FACTOR_LIMIT over the chunk in every channel
+whose gates sum to at least -WHOLE_LIMIT over the chunk in every channel
 and direction (the usual case: at a gate temperature of 16, gate logits
-averaging above about -7). Such a chunk's decays factor through its own
+averaging above about -15). Such a chunk's decays factor through its own
 ends, exp(cf_t - cf_s) = exp(cf_t) exp(-cf_s) with cf the inclusive
 cumulative gate from the chunk's start (forwards; cb from its end,
-backwards): queries' factors are decays, keys' at most exp(FACTOR_LIMIT),
+backwards): queries' factors are decays, keys' at most exp(WHOLE_LIMIT),
 and every product is a (BT, BT) or (BT, d) one on tensor cores, no loop
 over sub-blocks. Notation and layout as in :mod:`.triton_kernels`.
 
@@ -38,6 +38,15 @@ from .triton_kernels import (
     _triangles,
 )
 
+# Largest |gate sum| over a chunk (per channel and direction) for which it
+# is taken whole: its keys' factors then reach e^60 (1e26), and the
+# products' operands (bf16, or tf32 / fp32, both with fp32's range of
+# 3e38) hold keys up to 3e12 in magnitude; each entry kept is a sum of
+# terms q_t k_s exp(cf_t - cf_s) <= |q_t k_s|. Twice the diagonal
+# sub-blocks' FACTOR_LIMIT: a strongly gated channel sends its chunk to the
+# sub-block kernels only where its gates sum below -60, not -30.
+WHOLE_LIMIT = tl.constexpr(60.0)
+
 # The parts of a whole chunk's gradients, one launch each, in this order.
 QUERIES, KEYS, VALUES = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 PARTS = tuple(part.value for part in (QUERIES, KEYS, VALUES))
@@ -51,6 +60,13 @@ def _chunk_gates(gf, gb, rows, ks, sft, sfd, sgt, sgd, T, K):
     g_b = _tile(gb, rows, ks, sgt, sgd, T, K)
     cf, cb = tl.cumsum(g_f, 0), tl.cumsum(g_b, 0, reverse=True)
     return cf, cb, tl.sum(g_f, 0), tl.sum(g_b, 0), g_f, g_b
+
+
+@triton.jit
+def _whole(tf, tb):
+    """Whether a chunk with gate totals ``tf``, ``tb`` (BK,) is taken
+    whole (:data:`WHOLE_LIMIT`): a scalar, the same for the program."""
+    return tl.min(tl.minimum(tf, tb)) >= -WHOLE_LIMIT
 
 
 @triton.jit
@@ -117,7 +133,7 @@ def chunk_fwd_kernel(
     cf, cb, tf, tb, _, _ = _chunk_gates(
         gf, gb, rows, ks, sft, sfd, sgt, sgd, T, K
     )
-    mine = _factorable(tf, tb)
+    mine = _whole(tf, tb)
     tl.store(whole + (i_v * B * H + i_bh).to(tl.int64) * NT + i_c, mine)
     if mine:
         q_c = _tile(_base(q, i_b, i_h, sqb, sqh), rows, ks, sqt, sqd, T, K)
@@ -180,7 +196,7 @@ def chunk_bwd_kernel(
             _block_totals(g_f, NC, BC, BK), _block_totals(g_b, NC, BC, BK)
         )
         kind = tl.where(
-            _factorable(tf, tb),
+            _whole(tf, tb),
             WHOLE_CHUNK,
             blocks.to(tl.int32) * FACTORED_DIAGONALS,
         )
