@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # A multiprocessor of each architecture: 64 K 32-bit registers, given to a
 # warp in units of 256 (8 per thread); at most ``warps`` resident warps;
@@ -58,6 +58,7 @@ class KernelCase:
         constexprs (dict): Its compile-time arguments.
         num_warps (int): Warps per program.
         floats (tuple): Scalar float arguments (other scalars are i32).
+        options (dict): Its other launch options (e.g. ``ptx_options``).
     """
 
     name: str
@@ -66,6 +67,7 @@ class KernelCase:
     constexprs: dict
     num_warps: int
     floats: tuple = ()
+    options: dict = field(default_factory=dict)
 
     def signature(self):
         """Triton's signature: a type for every argument."""
@@ -165,7 +167,7 @@ def kernel_resources(case, arch=90, loops=False):
     compiled = triton.compile(
         source,
         target=GPUTarget('cuda', arch, 32),
-        options=dict(num_warps=case.num_warps),
+        options=dict(num_warps=case.num_warps, **case.options),
     )
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, 'kernel.cubin')

@@ -1,7 +1,8 @@
 """Whether Triton kernels can run here: Triton imports (it ships with CUDA
 builds of PyTorch), whether its interpreter runs them on CPU tensors
 (``TRITON_INTERPRET=1``, read when triton is imported; the tests' way),
-and whether a GPU gives the fused kernels the shared memory they need."""
+whether a GPU gives the fused kernels the shared memory they need, and
+which GPU it is."""
 
 import functools
 import os
@@ -36,6 +37,17 @@ def _shared_memory_per_program(device: torch.device) -> int:
     return torch.cuda.get_device_properties(
         device
     ).shared_memory_per_block_optin
+
+
+@functools.cache
+def _capability(device: torch.device) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device)
+
+
+def compute_capability(device: torch.device) -> tuple[int, int] | None:
+    """(major, minor) of a CUDA ``device``; None for others (the
+    interpreter's CPU tensors)."""
+    return _capability(device) if device.type == 'cuda' else None
 
 
 def shared_memory_reason(*tensors: torch.Tensor) -> str | None:

@@ -114,7 +114,7 @@ def test_every_kernel_fits_a_programs_shared_memory(load_tool, arch):
     over, checked = [], 0
     for dtype in ('fp32', 'fp16'):
         for family, cases in tool.FAMILIES.items():
-            for case in cases(DTYPES[dtype], dtype, HEAD_WIDTH):
+            for case in cases(DTYPES[dtype], dtype, HEAD_WIDTH, arch):
                 if not _holds_matrices(family, case):
                     continue
                 used = kernel_resources(case, arch)
@@ -122,6 +122,30 @@ def test_every_kernel_fits_a_programs_shared_memory(load_tool, arch):
                 if used['resident_warps'] == 0:
                     over.append((dtype, case.name, used['shared_bytes']))
     assert checked == 2 * 14 and not over, over
+
+
+def test_ttt_gradients_keep_their_registers_on_sm80(load_tool):
+    """ptxas's default optimisation gives up on TTT's gradient kernels
+    for sm_80 (32 registers a thread, the rest in local memory: the
+    key-value gradient in bf16 with Triton 3.8, both in fp32): launched
+    with the options the launch code gives an A100, each keeps more than
+    64 registers. Neither kernel falls back on sm_90, whose launches keep
+    ptxas's default."""
+    from mmlvit.ops.ttt.swiglu_function import SM80_PTXAS_OPTIONS
+
+    tool = load_tool('tools/analysis/kernel_resources.py')
+    checked = []
+    for dtype in ('bf16', 'fp32'):
+        for arch in (80, 90):
+            for case in tool.ttt_cases(DTYPES[dtype], dtype, HEAD_WIDTH, arch):
+                if 'grad' not in case.name:
+                    continue
+                used = kernel_resources(case, arch)
+                assert used['registers'] > 64, (dtype, arch, case.name, used)
+                checked.append(case.options.get('ptx_options'))
+    # (query, key-value) gradients: bf16 on sm_80, sm_90; fp32 alike.
+    low = SM80_PTXAS_OPTIONS
+    assert checked == [None, low, None, None, low, low, None, None]
 
 
 def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):

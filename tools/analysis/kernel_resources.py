@@ -42,7 +42,7 @@ def _split_warps(options):
     return options, options.pop('num_warps')
 
 
-def fused_linear_cases(dtype, name, d):
+def fused_linear_cases(dtype, name, d, arch=90):
     from mmlvit.ops.fused_linear import function, kernels
 
     tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv')
@@ -70,7 +70,7 @@ def fused_linear_cases(dtype, name, d):
     ]
 
 
-def ttt_cases(dtype, name, d):
+def ttt_cases(dtype, name, d, arch=90):
     from mmlvit.ops.ttt import swiglu_kernels as kernels
     from mmlvit.ops.ttt.swiglu_function import SwiGLULaunch
 
@@ -78,19 +78,30 @@ def ttt_cases(dtype, name, d):
     pointers = {f'{n}_ptr': name for n in tokens}
     squares = ('w1', 'w2', 'r1', 'r2', 'a1', 'a2', 'dr1', 'dr2', 'g1', 'g2')
     pointers.update({f'{n}_ptr': 'fp32' for n in squares})
-    launch = SwiGLULaunch(torch.empty(1, 1, 64, d, dtype=dtype), 1.0)
-    options, warps = _split_warps(launch.grad_options(W_PER_BATCH=False))
+    like = torch.empty(1, 1, 64, d, dtype=dtype)
+    launch = SwiGLULaunch(like, 1.0, capability=divmod(arch, 10))
     cases = []
     for kind in ('step_sums', 'output', 'query_grad', 'key_value_grad'):
         fn = getattr(kernels, f'{kind}_kernel')
-        own = {k: v for k, v in options.items() if k in fn.arg_names}
+        per_batch = 'W_PER_BATCH' in fn.arg_names
+        weights = dict(W_PER_BATCH=False) if per_batch else {}
+        if kind.endswith('grad'):
+            options = launch.grad_options(kind, **weights)
+        else:
+            options = launch.kernel_options(**weights)
+        own, warps = _split_warps(options)
+        # Its compile-time arguments; the rest are launch options.
+        launch_options = {k: own.pop(k) for k in set(own) - set(fn.arg_names)}
         cases.append(
-            KernelCase(f'ttt.swiglu.{kind}_kernel', fn, pointers, own, warps)
-        )
+            KernelCase(
+                f'ttt.swiglu.{kind}_kernel', fn, pointers, own, warps,
+                options=launch_options,
+            )
+        )  # fmt: skip
     return cases
 
 
-def depthwise_conv_cases(dtype, name, d):
+def depthwise_conv_cases(dtype, name, d, arch=90):
     from mmlvit.ops.depthwise_conv import kernels
     from mmlvit.ops.depthwise_conv.function import GridLaunch
 
@@ -118,7 +129,7 @@ def depthwise_conv_cases(dtype, name, d):
     return cases
 
 
-def gla_cases(dtype, name, d):
+def gla_cases(dtype, name, d, arch=90):
     from mmlvit.ops.gla import triton_backend as backend
     from mmlvit.ops.gla import (
         triton_backward_kernels,
@@ -258,7 +269,8 @@ def main(argv=None):
     rows, results = [], []
     dtype = core.DTYPES[args.dtype]
     for family in args.families:
-        for case in FAMILIES[family](dtype, args.dtype, args.head_width):
+        cases = FAMILIES[family](dtype, args.dtype, args.head_width, args.arch)
+        for case in cases:
             shipped = case.num_warps
             for warps in sorted({shipped, *args.num_warps}):
                 case.num_warps = warps

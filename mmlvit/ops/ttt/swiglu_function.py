@@ -25,6 +25,7 @@ from ..fused_linear.function import (
     _unit_last_stride,
 )
 from ..recompute import OutputsOfStates
+from ..triton_runtime import compute_capability
 from . import swiglu_kernels as kernels
 from .reference import normalised
 
@@ -34,16 +35,34 @@ from .reference import normalised
 # that within the registers (about 200 per thread at d = 64).
 NUM_WARPS = 8
 BLOCK_N = 32
+# On sm_80 (A100) ptxas's default optimisation (-O3) gives up on TTT's
+# gradient kernels where they hold the most and settles on 32 registers a
+# thread, the rest in local memory: both kernels with fp32 inputs (13-19 KB
+# a thread; Triton 3.6 and 3.8), the key-value gradient with bf16 ones (7
+# KB; Triton 3.8). At -O1 these keep 255 registers (0.6-9 KB of stack) and
+# run 1.8-2.5x fewer instructions. For the key-value gradient in fp16, -O1
+# is as good as the default, in bf16 with Triton 3.6 9 % slower (its -O3
+# code does not fall back there); the query gradient in bf16 / fp16 stays
+# at the default (tools/analysis/kernel_resources.py --arch 80).
+SM80_PTXAS_OPTIONS = '--opt-level 1'
 
 
 class SwiGLULaunch(Launch):
     """One call's kernel launches (:class:`Launch`'s shapes, tile widths
     and token splits, one segment); its states are the stepped weights
     W1', W2' (fp32 (B, H, d, d)), for
-    :class:`~mmlvit.ops.recompute.OutputsOfStates`."""
+    :class:`~mmlvit.ops.recompute.OutputsOfStates`.
 
-    def __init__(self, q, scale):
+    Args:
+        q (Tensor): (B, H, N, d) queries (or keys: shapes and dtype).
+        scale (float): InLine's s, passed on to :class:`Launch`.
+        capability (tuple, optional): The GPU's (major, minor), for its
+            ptxas options; defaults to q's device's (None off CUDA).
+    """
+
+    def __init__(self, q, scale, capability=None):
         super().__init__(q, q, 'identity', 0.0, scale, block_n=BLOCK_N)
+        self.capability = capability or compute_capability(q.device)
 
     def kernel_options(self, **extra):
         """The kernels' compile-time options. fp32 inputs multiply as three
@@ -59,13 +78,18 @@ class SwiGLULaunch(Launch):
             **extra,
         )
 
-    def grad_options(self, **extra):
-        """:meth:`kernel_options` of the two gradient kernels: with fp32
-        inputs they load their d x d matrices once per tile, not once
-        (``RELOAD_SQUARES``; held, they need more shared memory than a
-        program may have)."""
+    def grad_options(self, kernel, **extra):
+        """:meth:`kernel_options` of the gradient ``kernel``
+        ('query_grad' or 'key_value_grad'): with fp32 inputs they load
+        their d x d matrices once per tile, not once (``RELOAD_SQUARES``;
+        held, they need more shared memory than a program may have); on
+        sm_80, :data:`SM80_PTXAS_OPTIONS` for the key-value gradient, and
+        for both with fp32 inputs."""
         reload = self.constants['PRECISION'] == 'ieee'
-        return self.kernel_options(RELOAD_SQUARES=reload, **extra)
+        options = self.kernel_options(RELOAD_SQUARES=reload, **extra)
+        if self.capability == (8, 0) and (reload or kernel != 'query_grad'):
+            options['ptx_options'] = SM80_PTXAS_OPTIONS
+        return options
 
     @property
     def sizes(self):
@@ -105,7 +129,7 @@ class SwiGLULaunch(Launch):
         kernels.query_grad_kernel[(self.BH, self.splits)](
             q, do, dq, w1, w2, a1, a2,
             *_strides(q), *_strides(do), *_strides(dq), *self.sizes,
-            self.splits, self.per_split, **self.grad_options(),
+            self.splits, self.per_split, **self.grad_options('query_grad'),
         )  # fmt: skip
         return dq, (self.total(a1), self.total(a2))
 
@@ -141,7 +165,7 @@ class StepSums(torch.autograd.Function):
             k, v, dk, dv, w1, w2, dr1, dr2, g1, g2,
             *_strides(k), *_strides(v), *_strides(dk), *_strides(dv),
             *launch.sizes, launch.splits, launch.per_split,
-            **launch.grad_options(W_PER_BATCH=per_batch),
+            **launch.grad_options('key_value_grad', W_PER_BATCH=per_batch),
         )  # fmt: skip
         dw1, dw2 = launch.total(g1), launch.total(g2)
         if not per_batch:
