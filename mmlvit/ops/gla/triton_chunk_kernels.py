@@ -26,13 +26,11 @@ from .triton_kernels import (
     _base,
     _block_totals,
     _chunk_state,
-    _decay_to_end,
     _factorable,
-    _factored_direction_scores,
-    _factored_key_grad,
     _factored_query_grad,
     _factored_scores,
     _mm,
+    _mm_wide,
     _put,
     _tile,
     _triangles,
@@ -89,11 +87,14 @@ def _key_grad(
 ):  # fmt: skip
     """One direction's dk of a whole chunk, arguments as in
     :func:`_query_grad`, ``total`` the sum of the gates, ``d_state`` the
-    gradient of the state leaving the chunk: the pairs' part
-    (:func:`_factored_key_grad`) + scale (v d_state^T) exp(total - c)."""
-    to_end = _decay_to_end(c, total)
-    dk = _mm(v, tl.trans(d_state), DT, DOT) * to_end * scale
-    return dk + _factored_key_grad(da, q, c, mask, DT, DOT)
+    gradient of the state leaving the chunk: exp(-c) (da_mask^T (q
+    exp(c)) + scale exp(total) (v d_state^T)), the pairs' part and the
+    state's (decayed from each key to the chunk's far end, exp(total -
+    c)) under one factor."""
+    dk = _mm_wide(tl.trans(tl.where(mask, da, 0.0)), q * tl.exp(c), DT, DOT)
+    carried = _mm(v, tl.trans(d_state), DT, DOT)
+    dk += carried * (scale * tl.exp(total))[None, :]
+    return dk * tl.exp(-c)
 
 
 @triton.jit
@@ -101,10 +102,14 @@ def _value_grads(
     q, k, do, c, total, mask, d_state, DT: tl.constexpr, DOT: tl.constexpr
 ):  # fmt: skip
     """One direction's dv of a whole chunk (unscaled), arguments as in
-    :func:`_key_grad`: A^T do + (k exp(total - c)) d_state."""
-    a = _factored_direction_scores(q, k, c, mask, DT, DOT)
+    :func:`_key_grad`: A^T do + (k exp(total - c)) d_state, with A_ts =
+    (q_t exp(c_t)) (k_s exp(-c_s)) on ``mask`` and the keys' factors
+    shared by both parts."""
+    keys = k * tl.exp(-c)
+    a = tl.where(mask, _mm_wide(q * tl.exp(c), tl.trans(keys), DT, DOT), 0.0)
     dv = _mm(tl.trans(a), do, DT, DOT)
-    return dv + _mm(k * _decay_to_end(c, total), d_state, DT, DOT)
+    keys *= tl.exp(total)[None, :]
+    return dv + _mm(keys, d_state, DT, DOT)
 
 
 @triton.jit(do_not_specialize=SIZES)
