@@ -4,8 +4,9 @@ project at its shipped launch configuration, without a GPU.
 Each kernel is compiled by Triton's compiler and the ptxas it ships for an
 sm_90 (H100 / H200) multiprocessor (``--arch``), for ViT-B heads (d = 64,
 ``--head-width``; 768 channels) in bf16 (``--dtype``), with the tile
-sizes, precision and warps its launch code gives it (read from the launch
-objects themselves; :mod:`mmlvit.benchmark.kernel_resources`). A kernel
+sizes, precision, warps and ptxas options its launch code gives it on
+that architecture (read from the launch objects themselves;
+:mod:`mmlvit.benchmark.kernel_resources`). A kernel
 that spills keeps values in local memory (a round trip through the caches
 each time); ``resident warps`` is how many of its warps one
 multiprocessor's registers and shared memory hold at once, 0 for a kernel
@@ -205,6 +206,9 @@ def gla_cases(dtype, name, d, arch=90):
     ]
 
 
+# Each builder takes (token dtype, its name, head width, arch) and gives
+# the family's kernels as its launch code would run them on sm_<arch>
+# (only TTT's launches differ between architectures: ptxas options).
 FAMILIES = {
     'fused_linear': fused_linear_cases,
     'ttt': ttt_cases,
