@@ -29,8 +29,9 @@ from .triton_kernels import (
     _factorable,
     _factored_query_grad,
     _factored_scores,
+    _key_pair_sums,
+    _masked_scores,
     _mm,
-    _mm_wide,
     _put,
     _tile,
     _triangles,
@@ -91,7 +92,7 @@ def _key_grad(
     exp(c)) + scale exp(total) (v d_state^T)), the pairs' part and the
     state's (decayed from each key to the chunk's far end, exp(total -
     c)) under one factor."""
-    dk = _mm_wide(tl.trans(tl.where(mask, da, 0.0)), q * tl.exp(c), DT, DOT)
+    dk = _key_pair_sums(da, q, c, mask, DT, DOT)
     carried = _mm(v, tl.trans(d_state), DT, DOT)
     dk += carried * (scale * tl.exp(total))[None, :]
     return dk * tl.exp(-c)
@@ -106,7 +107,7 @@ def _value_grads(
     (q_t exp(c_t)) (k_s exp(-c_s)) on ``mask`` and the keys' factors
     shared by both parts."""
     keys = k * tl.exp(-c)
-    a = tl.where(mask, _mm_wide(q * tl.exp(c), tl.trans(keys), DT, DOT), 0.0)
+    a = _masked_scores(q * tl.exp(c), keys, mask, DT, DOT)
     dv = _mm(tl.trans(a), do, DT, DOT)
     keys *= tl.exp(total)[None, :]
     return dv + _mm(keys, d_state, DT, DOT)

@@ -136,8 +136,16 @@ def _factored_direction_scores(
     fp32, zero outside ``mask``: q_t k_s exp(c_t - c_s) as one product of
     q exp(c) and k exp(-c), with ``c`` the direction's inclusive
     cumulative gates from the span's near end."""
-    a = _mm_wide(q * tl.exp(c), tl.trans(k * tl.exp(-c)), DT, DOT)
-    return tl.where(mask, a, 0.0)
+    return _masked_scores(q * tl.exp(c), k * tl.exp(-c), mask, DT, DOT)
+
+
+@triton.jit
+def _masked_scores(
+    queries, keys, mask, DT: tl.constexpr, DOT: tl.constexpr
+):  # fmt: skip
+    """queries keys^T (:func:`_mm_wide`), (rows, rows) fp32, zero outside
+    ``mask``: the scores of decayed queries and keys."""
+    return tl.where(mask, _mm_wide(queries, tl.trans(keys), DT, DOT), 0.0)
 
 
 @triton.jit
@@ -170,9 +178,18 @@ def _factored_key_grad(
     da, q, c, mask, DT: tl.constexpr, DOT: tl.constexpr
 ):  # fmt: skip
     """dk of the pairs in ``mask``, as :func:`_factored_query_grad`:
-    exp(-c) (da_mask^T (q exp(c)))."""
+    exp(-c) (:func:`_key_pair_sums`)."""
+    return _key_pair_sums(da, q, c, mask, DT, DOT) * tl.exp(-c)
+
+
+@triton.jit
+def _key_pair_sums(
+    da, q, c, mask, DT: tl.constexpr, DOT: tl.constexpr
+):  # fmt: skip
+    """da_mask^T (q exp(c)), (rows, BK): dk of the pairs in ``mask``
+    before the keys' factor exp(-c)."""
     da = tl.trans(tl.where(mask, da, 0.0))
-    return _mm_wide(da, q * tl.exp(c), DT, DOT) * tl.exp(-c)
+    return _mm_wide(da, q * tl.exp(c), DT, DOT)
 
 
 @triton.jit
