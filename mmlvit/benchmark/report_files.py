@@ -94,14 +94,23 @@ def part_table(part, result, table_path):
     )
 
 
+# A test's outcome in a verbose pytest log: after its id, or (pytest-xdist)
+# after the worker and the progress, before its id.
+OUTCOME = 'PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS'
+_OUTCOME = re.compile(
+    rf'::\S+ ({OUTCOME})\b|^\[gw\d+\] \[\s*\d+%\] ({OUTCOME}) \S+::'
+)
+
+
 def test_summary(text):
-    """Outcome counts of a verbose pytest log (complete or cut off) and
-    its FAILED / ERROR lines."""
+    """Outcome counts of a verbose pytest log (complete or cut off, from
+    one process or pytest-xdist's) and its FAILED / ERROR lines."""
     counts = {}
     for line in text:
-        match = re.search(r'::\S+ (PASSED|FAILED|SKIPPED|ERROR|XFAIL)', line)
+        match = _OUTCOME.search(line)
         if match:
-            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+            outcome = match.group(1) or match.group(2)
+            counts[outcome] = counts.get(outcome, 0) + 1
     lines = ['| outcome | tests |', '|---|---:|']
     lines += [f'| {k} | {v} |' for k, v in sorted(counts.items())]
     summary = [t for t in text if re.search(r'=+ .*\d+ \w+.* in [\d.]+s', t)]

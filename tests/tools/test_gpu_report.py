@@ -101,6 +101,55 @@ def test_part_commands_are_valid_tool_arguments(report, load_tool, tmp_path):
     assert sum(report.BUDGETS.values()) <= 460
 
 
+def test_tests_part_runs_in_parallel_where_xdist_is(report, monkeypatch):
+    monkeypatch.setattr(report.os, 'cpu_count', lambda: 16)
+    command, _ = report.part_command('tests', 'work', 70)
+    assert command[-2:] == ['-n', str(report.TEST_WORKERS)]
+    monkeypatch.setattr(report.os, 'cpu_count', lambda: 4)
+    assert report.part_command('tests', 'work', 70)[0][-2:] == ['-n', '4']
+    monkeypatch.setattr(report.os, 'cpu_count', lambda: 1)
+    assert '-n' not in report.part_command('tests', 'work', 70)[0]
+    monkeypatch.setattr(report.os, 'cpu_count', lambda: 16)
+    find_spec = report.importlib.util.find_spec
+    monkeypatch.setattr(
+        report.importlib.util,
+        'find_spec',
+        lambda name: None if name == 'xdist' else find_spec(name),
+    )
+    assert '-n' not in report.part_command('tests', 'work', 70)[0]
+
+
+def test_test_summary_of_serial_and_xdist_logs(report):
+    serial = [
+        'tests/ops/test_a.py::test_x PASSED',
+        'tests/ops/test_a.py::test_z SKIPPED (no GPU)',
+        'tests/ops/test_a.py::test_y FAILED',
+        'FAILED tests/ops/test_a.py::test_y - AssertionError',
+        '==== 1 failed, 1 passed, 1 skipped in 3.10s ====',
+    ]
+    xdist = [
+        '8 workers [3 items]',
+        '[gw1] [ 33%] PASSED tests/ops/test_a.py::test_x ',
+        '[gw0] [ 66%] SKIPPED tests/ops/test_a.py::test_z ',
+        '[gw1] [100%] FAILED tests/ops/test_a.py::test_y ',
+        '[gw1] linux -- Python 3.12.3 /usr/bin/python',
+        'FAILED tests/ops/test_a.py::test_y - AssertionError',
+        '==== 1 failed, 1 passed, 1 skipped in 3.10s ====',
+    ]
+    for log in (serial, xdist):
+        summary = report.part_table('tests', dict(lines=enumerate(log)), None)
+        assert summary[:5] == [
+            '| outcome | tests |',
+            '|---|---:|',
+            '| FAILED | 1 |',
+            '| PASSED | 1 |',
+            '| SKIPPED | 1 |',
+        ]
+        assert summary[-1] == (
+            'FAILED tests/ops/test_a.py::test_y - AssertionError'
+        )
+
+
 def test_run_part_stops_a_part_at_its_limit(report, tmp_path):
     log = tmp_path / 'log.txt'
     script = 'import time; print("started", flush=True); time.sleep(60)'

@@ -11,7 +11,9 @@ part       limit  what
 tests      170 s  ``pytest -m cuda tests/ops tests/models`` (most of it
                   compiling the Triton kernels, cached on disk for the
                   parts after it), without fla's own GLA backend (its
-                  autotuning alone takes minutes per dtype)
+                  autotuning alone takes minutes per dtype); in up to
+                  ``TEST_WORKERS`` processes with pytest-xdist (they
+                  compile in parallel), in one without it
 attention   60 s  benchmark_attention.py, bf16, N = 197 ... 65537
 model      110 s  benchmark_model.py, ViT-B/16 at 224 / 512 / 1024 /
                   2048 px, batch 128 / 32 / 8 / 2, bf16, forward and
@@ -54,6 +56,7 @@ Example::
 """
 
 import argparse
+import importlib.util
 import os
 import os.path as osp
 import shutil
@@ -88,6 +91,7 @@ from mmlvit.benchmark.report_files import (  # noqa: E402
 FLAGSHIP = 'configs/lvit/vit-b_gla_copy-distill_in1k.py'
 BUDGETS = dict(tests=170, attention=60, model=110, distill=30, flagship=90)
 STARTUP_S = 30  # a benchmark's start-up and writing, inside its limit
+TEST_WORKERS = 8  # pytest-xdist processes of the tests part (at most)
 REFRESH_S = 30  # the report's refresh period while a part runs
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 REPORT_LOCK = threading.Lock()  # the refresher's writes and the others'
@@ -150,7 +154,7 @@ def part_command(part, work, budget):
         command = [sys.executable, '-m', 'pytest', '-m', 'cuda', 'tests/ops']
         command += ['tests/models', '--ignore', 'tests/ops/test_gla_fla.py']
         command += ['-v', '-rfE', '-p', 'no:cacheprovider']
-        return command, None
+        return command + xdist_options(), None
     if part == 'attention':
         tokens = ['197', '785', '3137', '12545', '16385', '65537']
         command = tool('benchmark_attention.py') + cuda + ['--tokens', *tokens]
@@ -166,6 +170,15 @@ def part_command(part, work, budget):
         command = tool('benchmark_distill.py') + cuda[:4]
         return command + ['--batch-size', '64', '--repeats', '5'], None
     raise ValueError(part)
+
+
+def xdist_options():
+    """pytest-xdist's options for the tests part: a process per CPU core,
+    up to ``TEST_WORKERS``; none without xdist or with one core."""
+    workers = min(TEST_WORKERS, os.cpu_count() or 1)
+    if workers < 2 or importlib.util.find_spec('xdist') is None:
+        return []
+    return ['-n', str(workers)]
 
 
 def flagship_command(work, data_root, teacher):
