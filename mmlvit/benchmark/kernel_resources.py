@@ -8,6 +8,14 @@ static shared memory and the machine code (SASS), whose loops it counts;
 Triton's metadata gives the dynamic shared memory it launches the kernel
 with. From the registers and the shared memory follows how many warps one
 multiprocessor holds at once.
+
+A kernel is compiled as Triton's launch specialises it for a ViT-B call
+(:meth:`KernelCase.attributes`): every pointer 16-byte aligned, every
+integer argument it specialises on a multiple of 16 (ViT-B's strides and
+widths are), those of :attr:`KernelCase.ones` equal to 1 (a contiguous
+axis's stride: a constant). What the compiler may assume of them decides
+how wide its loads are (one element, or 16 bytes) and whether its loops
+copy ahead asynchronously.
 """
 
 import os
@@ -36,6 +44,9 @@ _USAGE = re.compile(r'REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)')
 # One SASS instruction of ``cuobjdump -sass``: /*address*/ [@pred] OP...;
 _INSTRUCTION = re.compile(r'/\*([0-9a-f]{4,})\*/\s+([^;]*);')
 _BRANCH = re.compile(r'\bBRA\s+0x([0-9a-f]+)')
+# A global load or store of one or two bytes: a tile moved element by
+# element, not in vectors of up to 16 bytes.
+_NARROW = re.compile(r'\b(?:LDG|STG)\.E\.[US](?:8|16)\b')
 # Opcodes counted in a loop body, by what they cost.
 OPCODES = {
     'barriers': ('BAR',),
@@ -59,6 +70,8 @@ class KernelCase:
         num_warps (int): Warps per program.
         floats (tuple): Scalar float arguments (other scalars are i32).
         options (dict): Its other launch options (e.g. ``ptx_options``).
+        ones (tuple): Integer arguments that are 1 at run time (the
+            strides of contiguous axes), which Triton makes constants.
     """
 
     name: str
@@ -68,18 +81,37 @@ class KernelCase:
     num_warps: int
     floats: tuple = ()
     options: dict = field(default_factory=dict)
+    ones: tuple = ()
+
+    def constants(self):
+        """Its compile-time arguments, those of :attr:`ones` included."""
+        return dict(self.constexprs, **dict.fromkeys(self.ones, 1))
 
     def signature(self):
         """Triton's signature: a type for every argument."""
         types = {}
+        constants = self.constants()
         for arg in self.fn.arg_names:
-            if arg in self.constexprs:
+            if arg in constants:
                 types[arg] = 'constexpr'
             elif arg in self.pointers:
                 types[arg] = '*' + self.pointers[arg]
             else:
                 types[arg] = 'fp32' if arg in self.floats else 'i32'
         return types
+
+    def attributes(self):
+        """Triton's specialisation of a launch: 16-byte alignment of every
+        pointer, divisibility by 16 of every i32 argument the kernel does
+        not exclude (``do_not_specialize``)."""
+        types = self.signature()
+        divisible = [['tt.divisibility', 16]]
+        return {
+            (i,): divisible
+            for i, param in enumerate(self.fn.params)
+            if types[param.name].startswith('*')
+            or (types[param.name] == 'i32' and not param.do_not_specialize)
+        }
 
 
 def parse_usage(text):
@@ -155,14 +187,18 @@ def kernel_resources(case, arch=90, loops=False):
         dict: ``registers`` per thread, ``spill_bytes`` (stack per thread),
         ``shared_bytes`` per program (static and dynamic),
         ``resident_warps`` per multiprocessor; with ``loops``, also the
-        kernel's ``instructions`` and its :func:`sass_loops`.
+        kernel's ``instructions``, its :func:`sass_loops` and its
+        ``narrow_accesses`` (global loads and stores of 1 or 2 bytes).
     """
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     source = ASTSource(
-        fn=case.fn, signature=case.signature(), constexprs=case.constexprs
+        fn=case.fn,
+        signature=case.signature(),
+        constexprs=case.constants(),
+        attrs=case.attributes(),
     )
     compiled = triton.compile(
         source,
@@ -186,6 +222,7 @@ def kernel_resources(case, arch=90, loops=False):
     if loops:
         used['instructions'] = len(_INSTRUCTION.findall(sass))
         used['loops'] = sass_loops(sass)
+        used['narrow_accesses'] = len(_NARROW.findall(sass))
     return used
 
 

@@ -21,6 +21,7 @@ Example::
 
 import argparse
 import os.path as osp
+import re
 
 import torch
 import triton
@@ -87,7 +88,7 @@ def ttt_cases(dtype, name, d, arch=90):
         per_batch = 'W_PER_BATCH' in fn.arg_names
         weights = dict(W_PER_BATCH=False) if per_batch else {}
         if kind.endswith('grad'):
-            options = launch.grad_options(kind, **weights)
+            options = launch.grad_options(**weights)
         else:
             options = launch.kernel_options(**weights)
         own, warps = _split_warps(options)
@@ -119,12 +120,13 @@ def depthwise_conv_cases(dtype, name, d, arch=90):
             ('conv', conv),
             ('weight_grad', launch.weight_grad_constants),
         ):
+            fn = getattr(kernels, f'{kind}_kernel')
+            # Grids laid out token-major: the channels' strides are 1.
+            ones = tuple(a for a in ('sxc', 'syc', 'sgc') if a in fn.arg_names)
+            name = f'depthwise_conv.{kind}_kernel ({ks}x{ks}, {use})'
             cases.append(
                 KernelCase(
-                    f'depthwise_conv.{kind}_kernel ({ks}x{ks}, {use})',
-                    getattr(kernels, f'{kind}_kernel'),
-                    pointers,
-                    *_split_warps(options),
+                    name, fn, pointers, *_split_warps(options), ones=ones
                 )
             )
     return cases
@@ -148,7 +150,7 @@ def gla_cases(dtype, name, d, arch=90):
     chunk = dict(K=d, V=d, BT=backend.CHUNK, DT=DT, DOT=DOT)
     blocks = dict(chunk, BC=backend.SUB_BLOCK, **tiles['backward'])
     warps = {k: v['num_warps'] for k, v in backend.LAUNCH.items()}
-    return [
+    cases = [
         KernelCase(
             'gla.chunk_states_kernel',
             triton_kernels.chunk_states_kernel,
@@ -204,6 +206,10 @@ def gla_cases(dtype, name, d, arch=90):
             warps['gate_grad'],
         ),
     ]
+    for case in cases:  # s<tensor>d, the channels' strides: contiguous
+        names = case.fn.arg_names
+        case.ones = tuple(a for a in names if re.fullmatch(r's\w+d', a))
+    return cases
 
 
 # Each builder takes (token dtype, its name, head width, arch) and gives
@@ -259,7 +265,8 @@ def parse_args(argv=None):
         '--loops',
         action='store_true',
         help='also count the instructions of every loop of the machine '
-        'code (loops.md; a body times its trip count is what a warp runs)',
+        'code (loops.md; a body times its trip count is what a warp runs) '
+        'and the 1- or 2-byte global loads and stores',
     )
     core.add_out_dir_argument(
         parser, 'work_dirs/kernel_resources', 'table.md and results.json'
@@ -307,19 +314,22 @@ def main(argv=None):
 
 
 def loop_table(results):
-    """Markdown lines: every kernel's instructions, then each of its loops
-    (smallest first; a body includes its inner loops)."""
+    """Markdown lines: every kernel's instructions and narrow accesses,
+    then each of its loops (smallest first; a body includes its inner
+    loops)."""
     kinds = list(OPCODES)
     header = ['kernel', 'warps', 'code', 'instructions', *kinds]
+    header.append('narrow accesses')
     rows = []
     for row in results:
         name = [row['kernel'], str(row['num_warps'])]
-        rows.append(name + ['whole', str(row['instructions'])] + [''] * 5)
+        counts = [''] * len(kinds) + [str(row['narrow_accesses'])]
+        rows.append(name + ['whole', str(row['instructions']), *counts])
         for loop in row['loops']:
             where = f'loop {loop["start"]}-{loop["end"]}'
             counts = [str(loop[k]) for k in ['instructions', *kinds]]
-            rows.append(name + [where, *counts])
-    return core.markdown_table(header, rows, '---' + ':' * 6)
+            rows.append(name + [where, *counts, ''])
+    return core.markdown_table(header, rows, '---' + ':' * 7)
 
 
 if __name__ == '__main__':

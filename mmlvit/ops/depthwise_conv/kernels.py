@@ -25,7 +25,8 @@ import triton.language as tl
 
 from ..fused_linear.kernels import _range_tokens
 
-SIZES = ['C', 'grid_h', 'grid_w', 'N']
+# Not specialised on, as in fused_linear.kernels: the channel count C is.
+SIZES = ['grid_h', 'grid_w', 'N']
 
 
 @triton.jit
@@ -77,8 +78,9 @@ def _weighted_taps(
     """sum_t w[t] * x[nbr_t(p)] (``FLIP``: at the undoing taps) of one
     tile of the image at ``x_ptr``, fp32."""
     acc = tl.zeros((BLOCK_N, BLOCK_C), tl.float32)
-    # A loop, not unrolled: unrolled, the compiler hoists every tap's load
-    # and holds KS^2 tiles at once (spilling).
+    # A loop, not unrolled here: unrolled, the 5x5 kernels hoist all 25
+    # taps' loads and spill; the compiler unrolls the 3x3 conv's 9 itself,
+    # whose tiles fit in registers (tools/analysis/kernel_resources.py).
     for tap in range(KS * KS):
         at = KS * KS - 1 - tap if FLIP else tap
         x = _shifted_tile(

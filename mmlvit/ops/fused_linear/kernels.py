@@ -31,12 +31,15 @@ import triton.language as tl
 
 ELU, RELU, IDENTITY, INLINE, MHLA = 0, 1, 2, 3, 4
 
-# Sizes are not specialised on (Triton would compile again for a size of 1
-# or a multiple of 16), so one compilation per mode, dtype and head width
-# serves every batch, resolution and split; strides still are.
+# Sizes that vary between calls are not specialised on (Triton would
+# compile again for a size of 1 or a multiple of 16), so one compilation
+# per mode, dtype and head width serves every batch, resolution and split;
+# strides and the head widths DK, DV still are. A width that is a multiple
+# of 16 makes the channel mask constant over 16 channels: token rows then
+# load as 16-byte vectors, and the loops' loads are copied ahead
+# asynchronously; with the width unknown, every element is its own load.
 SIZES = [
-    'H', 'DK', 'DV', 'seg_len', 'grid_h', 'grid_w', 'block_h', 'block_w',
-    'side',
+    'H', 'seg_len', 'grid_h', 'grid_w', 'block_h', 'block_w', 'side',
 ]  # fmt: skip
 
 

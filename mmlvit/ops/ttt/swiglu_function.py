@@ -36,15 +36,17 @@ from .reference import normalised
 NUM_WARPS = 8
 BLOCK_N = 32
 # On sm_80 (A100) ptxas's default optimisation (-O3) gives up on TTT's
-# gradient kernels where they hold the most and settles on 32 registers a
-# thread, the rest in local memory: both kernels with fp32 inputs (13-19 KB
-# a thread; Triton 3.6 and 3.8), the key-value gradient with bf16 ones (7
-# KB; Triton 3.8). At -O1 these keep 255 registers (0.6-9 KB of stack) and
-# run 1.8-2.5x fewer instructions. For the key-value gradient in fp16, -O1
-# is as good as the default, in bf16 with Triton 3.6 9 % slower (its -O3
-# code does not fall back there); the query gradient in bf16 / fp16 stays
-# at the default (tools/analysis/kernel_resources.py --arch 80).
+# gradient kernels with fp32 inputs and settles on 32 registers a thread,
+# the rest in local memory (11-19 KB a thread; Triton 3.6 and 3.8). At -O1
+# they keep 255 registers (4-8 KB of stack) and run about 2x fewer
+# instructions. With bf16 / fp16 inputs -O3 does not fall back and -O1
+# spills more (tools/analysis/kernel_resources.py --arch 80).
 SM80_PTXAS_OPTIONS = '--opt-level 1'
+# The gradient kernels load one token tile ahead (2 stages), not two:
+# Triton's default of 3 takes another tile's shared memory, which the
+# key-value gradient in fp16 does not have on an A100 (164 KiB against
+# 163), and runs more instructions in every dtype.
+GRAD_NUM_STAGES = 2
 
 
 class SwiGLULaunch(Launch):
@@ -78,16 +80,17 @@ class SwiGLULaunch(Launch):
             **extra,
         )
 
-    def grad_options(self, kernel, **extra):
-        """:meth:`kernel_options` of the gradient ``kernel``
-        ('query_grad' or 'key_value_grad'): with fp32 inputs they load
+    def grad_options(self, **extra):
+        """:meth:`kernel_options` of the two gradient kernels, loading
+        :data:`GRAD_NUM_STAGES` tiles at a time; with fp32 inputs they load
         their d x d matrices once per tile, not once (``RELOAD_SQUARES``;
-        held, they need more shared memory than a program may have); on
-        sm_80, :data:`SM80_PTXAS_OPTIONS` for the key-value gradient, and
-        for both with fp32 inputs."""
+        held, they need more shared memory than a program may have), and
+        on sm_80 take :data:`SM80_PTXAS_OPTIONS`."""
         reload = self.constants['PRECISION'] == 'ieee'
-        options = self.kernel_options(RELOAD_SQUARES=reload, **extra)
-        if self.capability == (8, 0) and (reload or kernel != 'query_grad'):
+        options = self.kernel_options(
+            RELOAD_SQUARES=reload, num_stages=GRAD_NUM_STAGES, **extra
+        )
+        if self.capability == (8, 0) and reload:
             options['ptx_options'] = SM80_PTXAS_OPTIONS
         return options
 
@@ -129,7 +132,7 @@ class SwiGLULaunch(Launch):
         kernels.query_grad_kernel[(self.BH, self.splits)](
             q, do, dq, w1, w2, a1, a2,
             *_strides(q), *_strides(do), *_strides(dq), *self.sizes,
-            self.splits, self.per_split, **self.grad_options('query_grad'),
+            self.splits, self.per_split, **self.grad_options(),
         )  # fmt: skip
         return dq, (self.total(a1), self.total(a2))
 
@@ -165,7 +168,7 @@ class StepSums(torch.autograd.Function):
             k, v, dk, dv, w1, w2, dr1, dr2, g1, g2,
             *_strides(k), *_strides(v), *_strides(dk), *_strides(dv),
             *launch.sizes, launch.splits, launch.per_split,
-            **launch.grad_options('key_value_grad', W_PER_BATCH=per_batch),
+            **launch.grad_options(W_PER_BATCH=per_batch),
         )  # fmt: skip
         dw1, dw2 = launch.total(g1), launch.total(g2)
         if not per_batch:

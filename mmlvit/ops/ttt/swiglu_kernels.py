@@ -29,7 +29,8 @@ import triton.language as tl
 
 from ..fused_linear.kernels import _dot, _range_tokens, _store, _tile
 
-SIZES = ['H', 'D', 'N']
+# Not specialised on, as in fused_linear.kernels: the head width D is.
+SIZES = ['H', 'N']
 
 
 @triton.jit
