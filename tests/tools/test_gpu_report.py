@@ -82,6 +82,7 @@ def test_part_commands_are_valid_tool_arguments(report, load_tool, tmp_path):
     for part, name in [
         ('attention', 'benchmark_attention'),
         ('model', 'benchmark_model'),
+        ('profile', 'profile_step'),
         ('distill', 'benchmark_distill'),
     ]:
         command, _ = report.part_command(part, str(tmp_path), 85)
@@ -96,6 +97,12 @@ def test_part_commands_are_valid_tool_arguments(report, load_tool, tmp_path):
     command, _ = report.part_command('model', str(tmp_path), 150)
     i = command.index('--batch-sizes')
     assert command[i + 1 : i + 5] == ['128', '32', '8', '2']
+    command, table = report.part_command('profile', str(tmp_path), 40)
+    args = load_tool('tools/analysis/profile_step.py').parse_args(
+        ['cpu' if a == 'cuda' else a for a in command[2:]]
+    )
+    assert (args.resolution, args.batch_size) == (224, 128)
+    assert table == str(tmp_path / 'profile.md')
     command, _ = report.part_command('tests', str(tmp_path), 70)
     assert command[1:5] == ['-m', 'pytest', '-m', 'cuda']
     assert sum(report.BUDGETS.values()) <= 460

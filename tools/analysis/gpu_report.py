@@ -8,7 +8,7 @@ needed) under its own time limit, timed:
 =========  =====  =====================================================
 part       limit  what
 =========  =====  =====================================================
-tests      170 s  ``pytest -m cuda tests/ops tests/models`` (most of it
+tests      130 s  ``pytest -m cuda tests/ops tests/models`` (most of it
                   compiling the Triton kernels, cached on disk for the
                   parts after it), without fla's own GLA backend (its
                   autotuning alone takes minutes per dtype); in up to
@@ -19,6 +19,9 @@ model      110 s  benchmark_model.py, ViT-B/16 at 224 / 512 / 1024 /
                   2048 px, batch 128 / 32 / 8 / 2, bf16, forward and
                   forward + backward: mmpretrain's and timm's softmax
                   ViT-B and every linear operator
+profile     40 s  profile_step.py, one ViT-B/16 train step at 224 px,
+                  batch 128, bf16, of the softmax ViT and every linear
+                  one: the longest kernels and their share of the step
 distill     30 s  benchmark_distill.py, DeiT-S, batch 64, bf16
 flagship    90 s  tools/train.py --amp (bf16) on
                   configs/lvit/vit-b_gla_copy-distill_in1k.py with a
@@ -89,7 +92,9 @@ from mmlvit.benchmark.report_files import (  # noqa: E402
 )
 
 FLAGSHIP = 'configs/lvit/vit-b_gla_copy-distill_in1k.py'
-BUDGETS = dict(tests=170, attention=60, model=110, distill=30, flagship=90)
+BUDGETS = dict(
+    tests=130, attention=60, model=110, profile=40, distill=30, flagship=90
+)
 STARTUP_S = 30  # a benchmark's start-up and writing, inside its limit
 TEST_WORKERS = 8  # pytest-xdist processes of the tests part (at most)
 REFRESH_S = 30  # the report's refresh period while a part runs
@@ -166,6 +171,10 @@ def part_command(part, work, budget):
         command += ['--batch-sizes', '128', '32', '8', '2', '--repeats', '3']
         command += ['--budget-s', '3', '--out-dir', work]
         return command, osp.join(work, 'table.md')
+    if part == 'profile':
+        command = tool('profile_step.py') + cuda + ['--resolution', '224']
+        command += ['--batch-size', '128', '--out-dir', work]
+        return command, osp.join(work, 'profile.md')
     if part == 'distill':
         command = tool('benchmark_distill.py') + cuda[:4]
         return command + ['--batch-size', '64', '--repeats', '5'], None
