@@ -2,11 +2,14 @@
 same shape, a linear ViT or a hybrid whose last blocks keep softmax
 attention, and their forward FLOPs."""
 
+import torch
 from mmpretrain.models import VisionTransformer
 from mmpretrain.registry import MODELS
 
 from mmlvit.models.attentions import registered_operators
 from mmlvit.models.backbones import LinearVisionTransformer
+
+from .options import autocast
 
 SOFTMAX = 'softmax'
 TIMM = 'timm'
@@ -70,6 +73,28 @@ def build_model(name, arch, img_size, num_layers=None, attn_options=None):
     return LinearVisionTransformer(
         arch=zoo, img_size=img_size, attn_cfg=attn_cfg
     )
+
+
+def model_step(name, arch, size, batch, device, dtype, training):
+    """One step of model ``name`` (:func:`build_model`, made on ``device``)
+    on a random batch of ``batch`` images of ``size`` px, as a callable:
+    forward + backward (loss = sum of the features, gradients cleared) if
+    ``training``, else forward without grad; under ``dtype``'s autocast."""
+    torch.manual_seed(0)
+    with torch.device(device):  # weights made (and initialised) there
+        model = build_model(name, arch, size).to(device)
+        images = torch.randn(batch, 3, size, size)
+    model.train(training)
+
+    def step():
+        with torch.set_grad_enabled(training), autocast(device, dtype):
+            features = model(images)
+        if training:
+            features = features[0] if isinstance(features, tuple) else features
+            features.float().sum().backward()
+            model.zero_grad(set_to_none=True)
+
+    return step
 
 
 def forward_flops(name, arch, size):

@@ -3,6 +3,7 @@ are built, measured and tabled next to the softmax reference."""
 
 import pytest
 
+from mmlvit.benchmark.vit_models import build_model
 from mmlvit.models.attentions import SoftmaxAttention
 
 
@@ -11,8 +12,8 @@ def bench(load_tool):
     return load_tool('tools/analysis/benchmark_model.py')
 
 
-def test_hybrid_keeps_its_last_blocks_softmax(bench):
-    model = bench.build_model('ReLULinearAttention+2softmax', 'deit-tiny', 32)
+def test_hybrid_keeps_its_last_blocks_softmax():
+    model = build_model('ReLULinearAttention+2softmax', 'deit-tiny', 32)
     kinds = [type(layer.attn).__name__ for layer in model.layers]
     assert kinds == ['ReLULinearAttention'] * 10 + ['SoftmaxAttention'] * 2
     assert isinstance(model.layers[-1].attn, SoftmaxAttention)

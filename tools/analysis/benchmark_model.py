@@ -48,9 +48,9 @@ from mmlvit import benchmark as core
 from mmlvit.benchmark.vit_models import (
     SOFTMAX,
     TIMM,
-    build_model,
     forward_flops,
     hybrid_name,
+    model_step,
     timm_vit_class,
 )
 
@@ -117,31 +117,12 @@ def measure_case(case, args):
     name, size, mode = case[0], int(case[1]), case[2]
     if args.threads:
         torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
     batch = batch_size(args, size)
-    with torch.device(args.device):  # weights made (and initialised) there
-        model = build_model(name, args.arch, size).to(args.device)
-        images = torch.randn(batch, 3, size, size)
-
-    def forward():
-        with torch.no_grad(), core.autocast(args.device, args.dtype):
-            model(images)
-
-    def forward_backward():
-        with core.autocast(args.device, args.dtype):
-            features = model(images)
-        features = features[0] if isinstance(features, tuple) else features
-        features.float().sum().backward()
-        model.zero_grad(set_to_none=True)
-
     training = mode == 'forward+backward'
-    model.train(training)
-    result = core.measure_step(
-        forward_backward if training else forward,
-        args.repeats,
-        args.budget_s,
-        args.device,
+    step = model_step(
+        name, args.arch, size, batch, args.device, args.dtype, training
     )
+    result = core.measure_step(step, args.repeats, args.budget_s, args.device)
     result['seconds'] = core.steady_seconds(result['times'], args.device)
     result['images_per_s'] = batch / result['seconds']
     result['flops'] = forward_flops(name, args.arch, size)

@@ -26,8 +26,9 @@ from mmengine.utils import mkdir_or_exist
 
 import mmlvit  # noqa: F401
 from mmlvit import benchmark as core
+from mmlvit.benchmark import vit_models
 from mmlvit.benchmark.profiling import self_times, short_name, top_rows
-from mmlvit.benchmark.vit_models import SOFTMAX, build_model
+from mmlvit.benchmark.vit_models import SOFTMAX
 
 MODES = ('forward+backward', 'forward')
 
@@ -53,25 +54,13 @@ def parse_args(argv=None):
 
 
 def model_step(name, args):
-    """One step of model ``name`` as a callable."""
-    torch.manual_seed(0)
-    size = args.resolution
-    with torch.device(args.device):
-        model = build_model(name, args.arch, size).to(args.device)
-        images = torch.randn(args.batch_size, 3, size, size)
+    """One step of model ``name`` as a callable (:func:`vit_models.model_step
+    <mmlvit.benchmark.vit_models.model_step>`)."""
     training = args.mode == 'forward+backward'
-    model.train(training)
-
-    def step():
-        with torch.set_grad_enabled(training):
-            with core.autocast(args.device, args.dtype):
-                features = model(images)
-        if training:
-            features = features[0] if isinstance(features, tuple) else features
-            features.float().sum().backward()
-            model.zero_grad(set_to_none=True)
-
-    return step
+    return vit_models.model_step(
+        name, args.arch, args.resolution, args.batch_size, args.device,
+        args.dtype, training,
+    )  # fmt: skip
 
 
 def profile_model(name, args):
