@@ -212,6 +212,23 @@ def gla_cases(dtype, name, d, arch=90):
     return cases
 
 
+def gated_norm_cases(dtype, name, d, arch=90):
+    from mmlvit.ops.gated_norm import function, kernels
+
+    tokens = ('o', 'z', 'y', 'dy', 'do', 'dz')
+    pointers = {f'{n}_ptr': name for n in tokens}
+    pointers.update(w_ptr='fp32', dw_ptr='fp32')
+    launch = function.RowLaunch(torch.empty(1, 1, 64, d, dtype=dtype))
+    options = _split_warps(launch.constants)
+    return [
+        KernelCase(
+            f'gated_norm.{kind}', getattr(kernels, kind), pointers, *options,
+            floats=('eps',),
+        )
+        for kind in ('gated_norm_kernel', 'gated_norm_grad_kernel')
+    ]  # fmt: skip
+
+
 # Each builder takes (token dtype, its name, head width, arch) and gives
 # the family's kernels as its launch code would run them on sm_<arch>
 # (only TTT's launches differ between architectures: ptxas options).
@@ -220,6 +237,7 @@ FAMILIES = {
     'ttt': ttt_cases,
     'depthwise_conv': depthwise_conv_cases,
     'gla': gla_cases,
+    'gated_norm': gated_norm_cases,
 }
 
 

@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from mmpretrain.registry import MODELS
 from torch import Tensor
 
+from mmlvit.ops.gated_norm import gated_rms_norm
 from mmlvit.ops.gla import (
     bidirectional_gla_gated,
     bidirectional_gla_map,
@@ -143,12 +144,14 @@ class GatedLinearAttention(BaseAttention):
 
     def gated_norm(self, o: Tensor, x: Tensor) -> Tensor:
         """``merge_heads(g_norm(o)) * silu(g_proj(x))``, the norm and the
-        gate in at least fp32 with autocast off: o (B, h, N, d), x (B, N, C)
-        -> (B, N, C)."""
-        gate = self.g_proj(x)
-        with fp32_scope(o, self.g_norm.weight, gate) as (o, weight, gate):
-            o = F.rms_norm(o, (self.head_dims,), weight, self.g_norm.eps)
-            return self.merge_heads(o) * F.silu(gate)
+        gate in at least fp32 with autocast off (one fused kernel where the
+        scan's are): o (B, h, N, d), x (B, N, C) -> (B, N, C) in the dtype
+        of ``g_proj(x)``."""
+        norm = self.g_norm
+        backend = self.backend if self.backend != 'fla' else 'auto'
+        return gated_rms_norm(
+            o, self.g_proj(x), norm.weight, norm.eps, backend=backend
+        )
 
     def flops(self, num_tokens: int, hw_shape: tuple[int, int]) -> int:
         """Forward FLOPs of the PyTorch chunked path, matrix products only
