@@ -206,6 +206,19 @@ def gla_cases(dtype, name, d, arch=90):
             warps['gate_grad'],
         ),
     ]
+    from mmlvit.ops.gla import gate_kernels, gates
+
+    gate_pointers = dict.fromkeys(
+        ('l_ptr', 'g_ptr', 'dg_ptr', 'dl_ptr'), 'fp32'
+    )
+    cases += [
+        KernelCase(
+            f'gla.{kind}', getattr(gate_kernels, kind), gate_pointers,
+            *_split_warps(gates.launch_constants(d)),
+            floats=('inv_temperature',),
+        )
+        for kind in ('log_gate_kernel', 'log_gate_grad_kernel')
+    ]  # fmt: skip
     for case in cases:  # s<tensor>d, the channels' strides: contiguous
         names = case.fn.arg_names
         case.ones = tuple(a for a in names if re.fullmatch(r's\w+d', a))

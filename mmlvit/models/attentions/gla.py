@@ -10,6 +10,7 @@ from mmlvit.ops.gla import (
     bidirectional_gla_gated,
     bidirectional_gla_map,
     check_backend,
+    log_gates,
 )
 from mmlvit.ops.precision import autocast_input, fp32_scope
 from mmlvit.ops.recompute import recomputed
@@ -101,15 +102,15 @@ class GatedLinearAttention(BaseAttention):
         """:meth:`log_gates` from x (B, N, C) and the gate projections'
         weights given as arguments (the fused scan recomputes the gates from
         them in backward)."""
-        B, N, _ = x.shape
         with fp32_scope(x, down_weight, up_weight, up_bias) as upcast:
             x, down_weight, up_weight, up_bias = upcast
             logits = F.linear(F.linear(x, down_weight), up_weight, up_bias)
-            # In place: logsigmoid's backward needs its input, not output.
-            g = F.logsigmoid(logits).div_(self.gate_temperature)
-        g = g.reshape(B, N, 2, self.num_heads, self.head_dims)
-        g_fwd, g_bwd = g.permute(2, 0, 3, 1, 4)
-        return g_fwd, g_bwd
+            return log_gates(
+                logits,
+                self.num_heads,
+                self.gate_temperature,
+                backend=self.elementwise_backend,
+            )
 
     def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token first)."""
@@ -148,10 +149,20 @@ class GatedLinearAttention(BaseAttention):
         scan's are): o (B, h, N, d), x (B, N, C) -> (B, N, C) in the dtype
         of ``g_proj(x)``."""
         norm = self.g_norm
-        backend = self.backend if self.backend != 'fla' else 'auto'
         return gated_rms_norm(
-            o, self.g_proj(x), norm.weight, norm.eps, backend=backend
+            o,
+            self.g_proj(x),
+            norm.weight,
+            norm.eps,
+            backend=self.elementwise_backend,
         )
+
+    @property
+    def elementwise_backend(self) -> str:
+        """Backend of the token-wise steps around the scan (the log-gates,
+        the output norm and gate): their fused kernels where the scan's
+        run (fla's scan too), else PyTorch."""
+        return 'auto' if self.backend == 'fla' else self.backend
 
     def flops(self, num_tokens: int, hw_shape: tuple[int, int]) -> int:
         """Forward FLOPs of the PyTorch chunked path, matrix products only

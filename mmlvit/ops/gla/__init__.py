@@ -31,6 +31,8 @@ Modules, as fla's ``ops/gla``:
   ``triton_backend``: both directions fused in our own Triton kernels and
   their autograd Function.
 - ``fla_backend``: the same operator by fla's Triton ``chunk_gla``.
+- ``gates`` (kernels in ``gate_kernels``): the log-gates from
+  their logits, fused where the scan's kernels run.
 - ``dispatch``: ``bidirectional_gla``, which checks the backend and picks
   one, and ``bidirectional_gla_gated``, the same with gates recomputed in
   backward.
@@ -44,6 +46,7 @@ from .dispatch import (
     check_backend,
     resolve_backend,
 )
+from .gates import log_gates
 from .naive import bidirectional_gla_map, gla_recurrent
 
 __all__ = [
@@ -54,5 +57,6 @@ __all__ = [
     'check_backend',
     'gla_chunked',
     'gla_recurrent',
+    'log_gates',
     'resolve_backend',
 ]

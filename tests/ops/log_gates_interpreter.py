@@ -1,0 +1,83 @@
+"""GLA's fused log-gates on CPU tensors under Triton's interpreter, against
+the PyTorch reference in float64.
+
+Run as a script (test_log_gates.py does, in a fresh process:
+TRITON_INTERPRET must be set before triton is imported). Prints one JSON
+line: per case the relative error ||x - ref|| / ||ref|| of both
+directions' gates and of the logits' gradient, whether everything is
+finite, the largest gate and what backward keeps besides the logits; then
+the launches GatedLinearAttention on the triton backend makes.
+"""
+
+import json
+import os
+import sys
+
+if 'triton' in sys.modules:
+    raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
+os.environ['TRITON_INTERPRET'] = '1'
+
+import torch  # noqa: E402
+from fused_linear_interpreter import keeping_besides, relative  # noqa: E402
+
+from mmlvit.models.attentions import GatedLinearAttention  # noqa: E402
+from mmlvit.ops.gla import gates as gates_module  # noqa: E402
+from mmlvit.ops.gla import log_gates  # noqa: E402
+
+
+def check(N, H=2, d=16, B=2, spread=8.0, temperature=16.0, seed=0):
+    """One case: logits of standard deviation ``spread`` (log-sigmoids
+    from about -4 spread to its exponentially small tail)."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(B, N, 2 * H * d, generator=g) * spread
+    logits.requires_grad_()
+    grads = [torch.randn(B, H, N, d, generator=g) for _ in range(2)]
+    with keeping_besides(logits) as kept:
+        gates = log_gates(logits, H, temperature, backend='triton')
+    torch.autograd.backward(gates, grads)
+    ref_logits = logits.detach().double().requires_grad_()
+    refs = log_gates(ref_logits, H, temperature, backend='torch')
+    torch.autograd.backward(refs, [t.double() for t in grads])
+    return dict(
+        N=N,
+        d=d,
+        gates=[relative(x, r) for x, r in zip(gates, refs)],
+        grad=relative(logits.grad, ref_logits.grad),
+        finite=all(
+            bool(torch.isfinite(t).all()) for t in (*gates, logits.grad)
+        ),
+        largest=max(float(t.detach().max()) for t in gates),
+        kept_besides_inputs=kept,
+    )
+
+
+def module_launches():
+    """The log-gate Functions a GatedLinearAttention on the triton backend
+    runs in one forward + backward: the scan computes the gates in its
+    forward and again in its backward."""
+    calls = []
+    original = gates_module.LogGates.forward
+
+    def record(ctx, *args):
+        calls.append('gates')
+        return original(ctx, *args)
+
+    gates_module.LogGates.forward = staticmethod(record)
+    torch.manual_seed(0)
+    m = GatedLinearAttention(32, 2, backend='triton')
+    x = torch.randn(2, 17, 32, requires_grad=True)
+    m(x, (4, 4)).sum().backward()
+    return calls
+
+
+def main():
+    torch.set_num_threads(1)
+    # 50 tokens: one partial tile; 197: a 14 x 14 grid + class token.
+    cases = [check(N) for N in (50, 197)]
+    cases.append(check(197, d=64, H=1, B=1))  # ViT-B's head width
+    cases.append(check(50, d=24, spread=40.0, temperature=1.0))
+    print(json.dumps(dict(cases=cases, module_launches=module_launches())))
+
+
+if __name__ == '__main__':
+    main()
