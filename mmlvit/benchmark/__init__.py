@@ -15,6 +15,7 @@ from .memory import (
 )
 from .options import (
     DTYPES,
+    add_counted_step_arguments,
     add_device_arguments,
     add_memory_worker_argument,
     add_operator_argument,
@@ -25,6 +26,7 @@ from .options import (
     cuda_unavailable_reason,
     describe_device,
     operators_or_all,
+    resolve_counted_step,
 )
 from .process import run_case, run_in_child, run_in_process
 from .report import (
@@ -63,6 +65,7 @@ __all__ = [
     'DTYPES',
     'Deadline',
     'FlopCountedStep',
+    'add_counted_step_arguments',
     'add_device_arguments',
     'add_memory_worker_argument',
     'add_operator_argument',
@@ -83,8 +86,8 @@ __all__ = [
     'interleaved_times',
     'linear_fit_error',
     'markdown_table',
-    'memory_table',
     'measure_step',
+    'memory_table',
     'nested_set',
     'operators_or_all',
     'peak_growth_mib',
@@ -94,6 +97,7 @@ __all__ = [
     'ratio_rows',
     'reset_peak_resident',
     'resident_kib',
+    'resolve_counted_step',
     'run_case',
     'run_grid',
     'run_in_child',

@@ -129,6 +129,46 @@ def operators_or_all(operators):
     return list(operators or registered_operators(linear_cost=True))
 
 
+def add_counted_step_arguments(parser):
+    """Add the arguments of the tools that count a ViT training step
+    without a GPU (``train_memory.py``, ``step_traffic.py``):
+    ``--operators``, ``--resolutions``, ``--dtype`` (autocast), ``--arch``
+    and ``--depth``; resolve them with :func:`resolve_counted_step`."""
+    add_operator_argument(parser)
+    parser.add_argument(
+        '--resolutions', nargs='+', type=int, default=[224], help='pixels'
+    )
+    parser.add_argument(
+        '--dtype',
+        choices=tuple(DTYPES),
+        default='bf16',
+        help='autocast dtype of the forward (default: %(default)s)',
+    )
+    parser.add_argument(
+        '--arch', default='b', help='ViT arch (zoo name; default: b)'
+    )
+    parser.add_argument(
+        '--depth',
+        type=int,
+        default=None,
+        help="blocks of the whole-model figure (default: the arch's)",
+    )
+
+
+def resolve_counted_step(args):
+    """Fill in :func:`add_counted_step_arguments`' defaults (every
+    operator, the arch's depth) and set ``args.autocast``: the autocast
+    dtype, None for fp32 (no autocast)."""
+    from mmpretrain.models import VisionTransformer
+
+    args.operators = operators_or_all(args.operators)
+    zoo = VisionTransformer.arch_zoo[args.arch]
+    args.depth = args.depth or zoo['num_layers']
+    dtype = DTYPES[args.dtype]
+    args.autocast = None if dtype == torch.float32 else dtype
+    return args
+
+
 def add_out_dir_argument(parser, default, what='the table, figures and plot'):
     """Add ``--out-dir`` (default ``default``)."""
     parser.add_argument(

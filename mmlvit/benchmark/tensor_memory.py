@@ -60,15 +60,23 @@ def saved_mib(model: nn.Module, images: torch.Tensor, dtype) -> float:
     return sum(size for size, _, _ in saved.values()) / MIB
 
 
-def per_image_figures(build: Callable[[int], nn.Module], size, dtype):
+def per_image_figures(
+    build: Callable[[int], nn.Module], size, dtype, measure=saved_mib
+):
     """Per image: what a ViT keeps outside its blocks (E) and in each
-    block (b), MiB, from :func:`saved_mib` of ``build(1)`` and
-    ``build(2)`` (one and two blocks) on one and two random ``size`` x
-    ``size`` images.
+    block (b), MiB, from ``measure`` (default :func:`saved_mib`) of
+    ``build(1)`` and ``build(2)`` (one and two blocks) on one and two
+    random ``size`` x ``size`` images.
+
+    Args:
+        measure (Callable): ``(model, images, dtype)`` -> MiB, or a dict of
+            MiB by key (each key solved on its own; a key missing from a
+            run counts 0 there).
 
     Returns:
         dict: ``per_block`` (b), ``outside_blocks`` (E) and
-        ``batch_independent`` (W of one block: weight copies), MiB.
+        ``batch_independent`` (W of one block: weight copies), MiB; for a
+        dict measure, ``{key: that dict}``.
     """
     figures = {}
     for blocks in (1, 2):
@@ -76,7 +84,18 @@ def per_image_figures(build: Callable[[int], nn.Module], size, dtype):
         model = build(blocks)
         for batch in (1, 2):
             images = torch.randn(batch, 3, size, size)
-            figures[blocks, batch] = saved_mib(model, images, dtype)
+            figures[blocks, batch] = measure(model, images, dtype)
+    if not isinstance(figures[1, 1], dict):
+        return _solve(figures)
+    keys = set().union(*figures.values())
+    return {
+        key: _solve({run: f.get(key, 0.0) for run, f in figures.items()})
+        for key in keys
+    }
+
+
+def _solve(figures):
+    """E, b and W from the four runs ``{(blocks, batch): MiB}``."""
     one = figures[1, 2] - figures[1, 1]  # E + b
     two = figures[2, 2] - figures[2, 1]  # E + 2b
     per_block = two - one

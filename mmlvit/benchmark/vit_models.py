@@ -2,12 +2,15 @@
 same shape, a linear ViT or a hybrid whose last blocks keep softmax
 attention, and their forward FLOPs."""
 
+import inspect
+
 import torch
 from mmpretrain.models import VisionTransformer
 from mmpretrain.registry import MODELS
 
 from mmlvit.models.attentions import registered_operators
 from mmlvit.models.backbones import LinearVisionTransformer
+from mmlvit.ops.triton_runtime import interpreting
 
 from .options import autocast
 
@@ -73,6 +76,33 @@ def build_model(name, arch, img_size, num_layers=None, attn_options=None):
     return LinearVisionTransformer(
         arch=zoo, img_size=img_size, attn_cfg=attn_cfg
     )
+
+
+def interpreted_kernel_options(operator):
+    """``dict(backend='triton')`` where ``operator`` has fused kernels and
+    Triton's interpreter runs them here (``TRITON_INTERPRET=1``), else no
+    options: on the CPU, a model built with them takes its GPU path."""
+    cls = registered_operators()[operator]
+    takes_backend = 'backend' in inspect.signature(cls.__init__).parameters
+    return dict(backend='triton') if takes_backend and interpreting() else {}
+
+
+def depth_builder(name, arch, size):
+    """``blocks -> model``: the softmax ViT or a linear ViT of ``name``
+    (on its fused kernels where the interpreter runs them) with ``blocks``
+    blocks of ``arch``'s shape."""
+    options = None if name == SOFTMAX else interpreted_kernel_options(name)
+    return lambda blocks: build_model(name, arch, size, blocks, options)
+
+
+def counted_models(operators):
+    """(name, path) of the softmax ViT and of a linear ViT of each of
+    ``operators`` as :func:`depth_builder` builds them: ``'SDPA'``,
+    ``'fused (interpreted)'`` or ``'PyTorch'``."""
+    yield SOFTMAX, 'SDPA'
+    for name in operators:
+        fused = interpreted_kernel_options(name)
+        yield name, 'fused (interpreted)' if fused else 'PyTorch'
 
 
 def model_step(name, arch, size, batch, device, dtype, training):

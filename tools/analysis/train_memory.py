@@ -24,19 +24,19 @@ import os
 os.environ.setdefault('TRITON_INTERPRET', '1')  # before triton imports
 
 import argparse  # noqa: E402
-import inspect  # noqa: E402
 import os.path as osp  # noqa: E402
 
 import torch  # noqa: E402
 from mmengine.utils import mkdir_or_exist  # noqa: E402
-from mmpretrain.models import VisionTransformer  # noqa: E402
 
 import mmlvit  # noqa: E402, F401
 from mmlvit import benchmark as core  # noqa: E402
 from mmlvit.benchmark import tensor_memory  # noqa: E402
-from mmlvit.benchmark.vit_models import SOFTMAX, build_model  # noqa: E402
-from mmlvit.models.attentions import registered_operators  # noqa: E402
-from mmlvit.ops.triton_runtime import interpreting  # noqa: E402
+from mmlvit.benchmark.vit_models import (  # noqa: E402
+    SOFTMAX,
+    counted_models,
+    depth_builder,
+)
 
 
 def parse_args(argv=None):
@@ -45,63 +45,22 @@ def parse_args(argv=None):
         'backward, per image, softmax vs every linear operator (the fused '
         "kernels' path under Triton's interpreter; no GPU needed).",
     )
-    core.add_operator_argument(parser)
-    parser.add_argument(
-        '--resolutions', nargs='+', type=int, default=[224], help='pixels'
-    )
-    parser.add_argument(
-        '--dtype',
-        choices=tuple(core.DTYPES),
-        default='bf16',
-        help='autocast dtype of the forward (default: %(default)s)',
-    )
-    parser.add_argument(
-        '--arch', default='b', help='ViT arch (zoo name; default: b)'
-    )
-    parser.add_argument(
-        '--depth',
-        type=int,
-        default=None,
-        help="blocks of the whole-model figure (default: the arch's)",
-    )
+    core.add_counted_step_arguments(parser)
     core.add_out_dir_argument(
         parser, 'work_dirs/train_memory', 'table.md and results.json'
     )
-    args = parser.parse_args(argv)
-    args.operators = core.operators_or_all(args.operators)
-    zoo = VisionTransformer.arch_zoo[args.arch]
-    args.depth = args.depth or zoo['num_layers']
-    return args
-
-
-def kernel_options(operator):
-    """``dict(backend='triton')`` where the operator has fused kernels and
-    Triton's interpreter runs them here, else no options."""
-    cls = registered_operators()[operator]
-    takes_backend = 'backend' in inspect.signature(cls.__init__).parameters
-    return dict(backend='triton') if takes_backend and interpreting() else {}
-
-
-def builder(name, arch, size):
-    """``blocks -> model``: the softmax ViT or a linear ViT of ``name`` with
-    ``blocks`` blocks of ``arch``'s shape."""
-    options = kernel_options(name) if name != SOFTMAX else None
-    return lambda blocks: build_model(name, arch, size, blocks, options)
+    return core.resolve_counted_step(parser.parse_args(argv))
 
 
 def measure(args):
     """{model: {size: figures}}, printing each as it comes."""
-    dtype = core.DTYPES[args.dtype]
-    dtype = None if dtype == torch.float32 else dtype
     results = {}
-    for name in [SOFTMAX, *args.operators]:
-        path = 'SDPA'
-        if name != SOFTMAX:
-            fused = kernel_options(name)
-            path = 'fused (interpreted)' if fused else 'PyTorch'
+    for name, path in counted_models(args.operators):
         for size in args.resolutions:
-            build = builder(name, args.arch, size)
-            figures = tensor_memory.per_image_figures(build, size, dtype)
+            build = depth_builder(name, args.arch, size)
+            figures = tensor_memory.per_image_figures(
+                build, size, args.autocast
+            )
             figures['model'] = tensor_memory.model_mib_per_image(
                 figures, args.depth
             )
