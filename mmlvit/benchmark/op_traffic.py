@@ -30,10 +30,14 @@ from torch.utils._pytree import tree_leaves
 
 from .tensor_memory import MIB
 
-# Ops that allocate or alias storage without moving its bytes.
+# Ops that allocate or alias storage without moving its bytes (views that
+# are not marked as views among them).
 ALLOCATIONS = frozenset(
-    ('empty', 'empty_like', 'new_empty', 'empty_strided', 'set_', 'lift_fresh')
-)
+    (
+        'empty', 'empty_like', 'new_empty', 'empty_strided',
+        'new_empty_strided', 'set_', 'lift_fresh', '_unsafe_view',
+    )
+)  # fmt: skip
 
 
 def tensor_bytes(values) -> int:

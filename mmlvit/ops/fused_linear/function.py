@@ -394,9 +394,13 @@ def fused_mhla_attention(
 def mixed_states(s, z, zv, mixing):
     """MHLA's block states mixed across blocks by ``mixing`` W (M, M) in
     fp32: ``S'_i = sum_b W[i, b] S_b`` (the same for z; z_v, which MHLA
-    does not use, as it is). s (B*H, M, BK, BV), z (B*H, M, BK)."""
+    does not use, as it is). s (B*H, M, BK, BV), z (B*H, M, BK).
+
+    One batched product per head with W broadcast (not copied): the states
+    are read and written once, in their layout, forward and backward (an
+    einsum copied them into a blocks-first layout and back)."""
     with torch.autocast(s.device.type, enabled=False):
-        w = mixing.float()
-        s = torch.einsum('ij,xjab->xiab', w, s)
-        z = torch.einsum('ij,xja->xia', w, z)
+        w = mixing.float().expand(s.shape[0], -1, -1)
+        s = torch.bmm(w, s.flatten(2)).view_as(s)
+        z = torch.bmm(w, z)
     return s, z, zv
