@@ -146,6 +146,9 @@ def main():
     fused_function.TARGET_PROGRAMS = 2
     cases.append(check(torch.float32, 300, B=1, H=1))
     cases.append(check(torch.float16, 1000, B=1, H=1, scale=10.0))
+    # One split (as at a large batch): the sums are the partials, no add.
+    fused_function.TARGET_PROGRAMS = 1
+    cases.append(check(torch.float32, 100))
     # The conv head: a grid the tiles divide or not, rows of 9 and 14.
     conv_cases = []
     fused_function.TARGET_PROGRAMS = 512

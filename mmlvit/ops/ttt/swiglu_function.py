@@ -107,9 +107,11 @@ class SwiGLULaunch(Launch):
         )
 
     def total(self, partials):
-        """Per-split partial sums added up: (B, H, d, d)."""
+        """Per-split partial sums added up: (B, H, d, d); a view where
+        there is one split (a large batch fills the GPU without them)."""
         d = self.DK
-        return partials.sum(1).view(self.B, self.H, d, d)
+        summed = partials[:, 0] if self.splits == 1 else partials.sum(1)
+        return summed.view(self.B, self.H, d, d)
 
     def output(self, q, states):
         """o = (q W1') * silu(q W2'), (B, H, N, d) in q's dtype, stored
