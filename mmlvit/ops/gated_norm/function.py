@@ -10,7 +10,7 @@ from . import kernels
 
 # A program takes 64 tokens of one head. The kernels are bound by memory:
 # at 8 warps the forward takes 42 registers a thread and the gradient 120,
-# 40 and 16 resident warps (at 4: 70 and 168, 28 and 12; sm_90, bf16,
+# 40 and 16 resident warps (at 4: 59 and 168, 32 and 12; sm_90, bf16,
 # d = 64, no spill; tools/analysis/kernel_resources.py).
 BLOCK_N = 64
 NUM_WARPS = 8
