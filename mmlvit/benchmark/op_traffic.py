@@ -18,6 +18,11 @@ timings.
 Most of a ViT step's elementwise work is bound by memory bandwidth, so
 these bytes, at a GPU's bandwidth, bound its time from below; products
 (``mm``, ``addmm``) are counted too, but their time is set by FLOPs.
+
+The fused reductions split their tokens into ranges until a launch has
+enough programs (:func:`mmlvit.ops.fused_linear.function.token_splits`),
+so one or two images split far more than a large batch and add up more
+partial sums; :func:`token_splits_as_at` splits them as that batch would.
 """
 
 import contextlib
@@ -108,6 +113,22 @@ def _kernel_launches(counter):
         yield
     finally:
         GridExecutor.__call__ = original
+
+
+@contextlib.contextmanager
+def token_splits_as_at(batch_size: int, images: int):
+    """While active, the fused reductions on ``images`` images split their
+    tokens as on ``batch_size`` images: the programs a launch aims at
+    (``TARGET_PROGRAMS``) scaled by ``images / batch_size``, so that
+    B*H*splits reaches it at the same number of splits."""
+    from mmlvit.ops.fused_linear import function
+
+    target = function.TARGET_PROGRAMS
+    function.TARGET_PROGRAMS = -(-target * images // batch_size)
+    try:
+        yield
+    finally:
+        function.TARGET_PROGRAMS = target
 
 
 def step_traffic_mib(model: nn.Module, images: torch.Tensor, dtype) -> dict:

@@ -75,6 +75,22 @@ def test_step_traffic_solves_per_image_and_block():
     assert block['backward', 'aten::mul'] * mib == pytest.approx(2 * TILE)
 
 
+@pytest.mark.parametrize('heads, tiles', [(12, 7), (12, 64), (16, 1024)])
+@pytest.mark.parametrize('batch_size', [2, 8, 128])
+def test_token_splits_as_at_a_batch(heads, tiles, batch_size):
+    """One and two images split a reduction's tokens as ``batch_size``
+    would, not as far as their few programs would on their own."""
+    from mmlvit.ops.fused_linear import function
+
+    at_batch = function.token_splits(tiles, batch_size * heads)
+    for images in (1, 2):
+        alone = function.token_splits(tiles, images * heads)
+        with op_traffic.token_splits_as_at(batch_size, images):
+            assert function.token_splits(tiles, images * heads) == at_batch
+        assert function.token_splits(tiles, images * heads) == alone
+    assert alone != at_batch or batch_size == 2 or tiles == 1
+
+
 def test_tool_tables_fused_gla_on_a_tiny_arch(tmp_path):
     """deit-tiny at 32 px: GLA's gates, norm and output gate run in its
     fused kernels, so none of their PyTorch ops moves a byte."""

@@ -8,10 +8,12 @@ imports), so the ops and launches counted are the GPU path's, and the
 forward runs under autocast (``--dtype``). Four steps per model (one and
 two blocks, one and two images) give the bytes per image and block and
 per image outside the blocks; weight copies and weight gradients, the
-same for any batch, are left out. The table gives the ops' bytes by
-phase, the fused kernels' (their launches' tensor arguments: see
-:mod:`mmlvit.benchmark.op_traffic` for what that over- and undercounts),
-the whole step of a ``--depth``-block ViT at
+same for any batch, are left out. The fused reductions split their
+tokens as at ``--batch-size`` images
+(:func:`mmlvit.benchmark.op_traffic.token_splits_as_at`). The table gives
+the ops' bytes by phase, the fused kernels' (their launches' tensor
+arguments: see :mod:`mmlvit.benchmark.op_traffic` for what that over- and
+undercounts), the whole step of a ``--depth``-block ViT at
 ``--batch-size`` in GB and that over ``--bandwidth`` (a GPU's memory
 bandwidth, GB/s): the time the step's traffic takes at least, most of it
 elementwise work that a GPU runs at about that rate. A second table
@@ -75,8 +77,13 @@ def figures_of(name, size, args):
     """Per image and block and outside the blocks: MiB by phase, by the
     kernels and in all, the largest ops of a block, and the whole step."""
     build = depth_builder(name, args.arch, size)
+
+    def measure(model, images, dtype):
+        with op_traffic.token_splits_as_at(args.batch_size, len(images)):
+            return op_traffic.step_traffic_mib(model, images, dtype)
+
     solved = tensor_memory.per_image_figures(
-        build, size, args.autocast, measure=op_traffic.step_traffic_mib
+        build, size, args.autocast, measure=measure
     )
     block = {key: f['per_block'] for key, f in solved.items()}
     outside = {key: f['outside_blocks'] for key, f in solved.items()}

@@ -72,9 +72,11 @@ class TTTAttention(BaseAttention):
         """(B, H*W, C) -> (B, H*W, C)."""
         B, N, C = x.shape
         d = self.head_dims
-        qkv = self.qkv(x)
-        q1, k1, v1 = self.split_heads(qkv)
-        q2, k2, v2 = qkv[..., 3 * C :].reshape(B, N, 3, d).permute(2, 0, 3, 1)
+        # One split, not two slices: backward writes qkv's gradient once
+        # (a slice's gradient is a zero-filled copy of all of qkv).
+        heads, conv = self.qkv(x).split([3 * C, 3 * d], dim=-1)
+        q1, k1, v1 = self.split_heads(heads)
+        q2, k2, v2 = conv.reshape(B, N, 3, d).permute(2, 0, 3, 1)
         q2, k2, v2 = (t.reshape(B, d, *hw_shape) for t in (q2, k2, v2))
         swiglu_out = ttt_swiglu(
             q1, k1, v1, self.w1, self.w2, backend=self.backend
