@@ -127,6 +127,21 @@ def test_module_fused_matches_its_reference(interpreter_report):
         assert error < BOUNDS['float32'], (name, module)
 
 
+def test_clipped_step_matches_float64_reference(interpreter_report):
+    """The step's kernels in fp32 against float64, a head width that is
+    not a power of two and per-sample W among the cases; a column of R
+    that is all zeros (norm 0) gets the gradient -f dW' exactly."""
+    steps = interpreter_report['steps']
+    assert {(c['d'], c['per_batch']) for c in steps} == {
+        (64, False),
+        (24, True),
+    }
+    for case in steps:
+        assert case['out'] < BOUNDS['float32'], case
+        for name, error in case['grads'].items():
+            assert error < BOUNDS['float32'], (name, case)
+
+
 # ------------------------------------------------------------- on CUDA
 
 

@@ -10,7 +10,8 @@ whether outputs and gradients are finite, whether dq, dk, dv reached
 views of the qkv tensor and the learned weights, and the largest raw inner
 sum |k^T (...)|; the same for the conv head (gradients of q, k, v, W3);
 then the TTT module on the fused path against its float64 PyTorch path
-(output, input and every parameter's gradient).
+(output, input and every parameter's gradient), and the clipped step's
+kernels alone.
 
 The reference is the PyTorch path in float64 on the inputs as the kernels
 see them (rounded to the case's dtype), with the same upstream gradient.
@@ -44,6 +45,8 @@ from mmlvit.ops.ttt import (  # noqa: E402
     ttt_swiglu,
     ttt_swiglu_reference,
 )
+from mmlvit.ops.ttt.reference import normalised  # noqa: E402
+from mmlvit.ops.ttt.swiglu_function import ClippedStep  # noqa: E402
 
 DTYPES = {
     'fp32': torch.float32,
@@ -90,6 +93,37 @@ def check(dtype, N, H=2, d=16, B=2, scale=1.0, per_batch=False, seed=0):
         grads={n: relative(grads[n], grads_ref[n]) for n in grads},
         kept_besides_inputs=kept,
         largest_inner_sum=raw_sums,
+    )
+
+
+def check_step(d, per_batch, B=2, H=3, seed=0):
+    """The clipped step alone: W' = W - G / (||G|| + 1), G = f R, against
+    :func:`normalised` in float64, on raw sums R with one all-zero column
+    (norm 0: the step's gradient there is -dW' alone); W (1, H, d, d) or,
+    ``per_batch``, (B, H, d, d)."""
+    g = torch.Generator().manual_seed(seed)
+    r = 50 * torch.randn(B, H, d, d, generator=g)
+    r[0, 1, :, 2] = 0
+    w = torch.randn(B if per_batch else 1, H, d, d, generator=g)
+    factor = -TTT_INNER_SCALE / 197
+    leaves = [t.clone().requires_grad_() for t in (w, r)]
+    out = ClippedStep.apply(*leaves, factor)
+    grad_out = torch.randn(out.shape, generator=g)
+    out.backward(grad_out)
+    refs = [t.double().requires_grad_() for t in (w, r)]
+    ref = refs[0] - normalised(refs[1] * factor, dim=-2)
+    ref.backward(grad_out.double())
+    return dict(
+        d=d,
+        per_batch=per_batch,
+        out=relative(out, ref),
+        grads=dict(
+            w=relative(leaves[0].grad, refs[0].grad),
+            r=relative(leaves[1].grad, refs[1].grad),
+            r_zero_column=relative(
+                leaves[1].grad[0, 1, :, 2], refs[1].grad[0, 1, :, 2]
+            ),
+        ),
     )
 
 
@@ -161,7 +195,10 @@ def main():
     conv_cases.append(check_conv(torch.float32, (20, 18), B=1))
     fused_function.TARGET_PROGRAMS = 512
     module = module_against_reference(TTTAttention, 32, 2, (7, 6))
-    report = dict(cases=cases, conv_cases=conv_cases, module=module)
+    steps = [check_step(64, False), check_step(24, True)]
+    report = dict(
+        cases=cases, conv_cases=conv_cases, module=module, steps=steps
+    )
     print(json.dumps(report))
 
 

@@ -74,11 +74,12 @@ def fused_linear_cases(dtype, name, d, arch=90):
 
 def ttt_cases(dtype, name, d, arch=90):
     from mmlvit.ops.ttt import swiglu_kernels as kernels
-    from mmlvit.ops.ttt.swiglu_function import SwiGLULaunch
+    from mmlvit.ops.ttt.swiglu_function import SwiGLULaunch, step_options
 
     tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv')
     pointers = {f'{n}_ptr': name for n in tokens}
     squares = ('w1', 'w2', 'r1', 'r2', 'a1', 'a2', 'dr1', 'dr2', 'g1', 'g2')
+    squares += ('w', 'r', 'out', 'dw', 'dr')  # the step's
     pointers.update({f'{n}_ptr': 'fp32' for n in squares})
     like = torch.empty(1, 1, 64, d, dtype=dtype)
     launch = SwiGLULaunch(like, 1.0, capability=divmod(arch, 10))
@@ -100,6 +101,17 @@ def ttt_cases(dtype, name, d, arch=90):
                 options=launch_options,
             )
         )  # fmt: skip
+    own, warps = _split_warps(step_options(d))
+    for kind, weights in (
+        ('step', dict(W_PER_BATCH=False)),
+        ('step_grad', {}),
+    ):
+        fn = getattr(kernels, f'{kind}_kernel')
+        name = f'ttt.swiglu.{kind}_kernel'
+        constexprs = dict(own, **weights)
+        cases.append(
+            KernelCase(name, fn, pointers, constexprs, warps, ('factor',))
+        )
     return cases
 
 

@@ -1,18 +1,18 @@
 """TTT's SwiGLU inner model as autograd Functions (launch code for
 :mod:`.swiglu_kernels`).
 
-Two Functions: :class:`StepSums` (k, v, W1, W2 -> the inner gradients'
-raw sums R1, R2, fp32 (B, H, d, d)) and
+Three Functions: :class:`StepSums` (k, v, W1, W2 -> the inner gradients'
+raw sums R1, R2, fp32 (B, H, d, d)), :class:`ClippedStep` (W, R -> the
+norm-clipped step W', fp32 (B, H, d, d)) and
 :class:`~mmlvit.ops.recompute.OutputsOfStates` (q and a function giving
-the stepped weights W1', W2', which calls StepSums and takes the
-norm-clipped step in PyTorch -> o; :class:`SwiGLULaunch` runs its
-kernels). Forward is one reduction over token ranges (partial sums added
-up in fp32) and one output launch; backward one reduction for dq and
-dW', the step's backward in PyTorch on d x d matrices, and one reduction
-for dk, dv and dW. Saved for backward: q, k, v (views of the caller's
-tensors, no copies) and the learned weights; the sums and the stepped
-weights are recomputed (one more reduction in backward), the N-sized
-intermediates never leave registers.
+W1', W2' from the other two -> o; :class:`SwiGLULaunch` runs its kernels).
+Forward is one reduction over token ranges (partial sums added up in
+fp32), one step launch per weight and one output launch; backward one
+reduction for dq and dW', the steps' backward, and one reduction for dk,
+dv and dW. Saved for backward: q, k, v (views of the caller's tensors, no
+copies) and the learned weights; the sums and the stepped weights are
+recomputed (one more reduction in backward), the N-sized intermediates
+never leave registers.
 """
 
 import torch
@@ -23,11 +23,11 @@ from ..fused_linear.function import (
     _empty_heads,
     _strides,
     _unit_last_stride,
+    _width,
 )
 from ..recompute import OutputsOfStates
 from ..triton_runtime import compute_capability
 from . import swiglu_kernels as kernels
-from .reference import normalised
 
 # Each program holds up to six fp32 d x d matrices (W1, W2, two sums or
 # gradients and two partial sums: 96 KB at d = 64) and a dozen fp32 token
@@ -179,6 +179,43 @@ class StepSums(torch.autograd.Function):
         return dk, dv, dw1.to(dtypes[0]), dw2.to(dtypes[1]), None
 
 
+class ClippedStep(torch.autograd.Function):
+    """Learned W (1 or B, H, d, d), raw sums R (B, H, d, d) fp32 and the
+    factor f -> W' = W - G / (||G|| + 1), G = f R, the norm over the
+    input axis (:func:`.reference.normalised`), fp32 (B, H, d, d): one
+    launch each way (:func:`.swiglu_kernels.step_kernel`). Saves R."""
+
+    @staticmethod
+    def forward(ctx, w, r, factor):
+        B, H, d, _ = r.shape
+        r = r.contiguous()
+        stepped = torch.empty_like(r)
+        kernels.step_kernel[(B * H,)](
+            w.float().contiguous(), r, stepped, H, d, factor,
+            W_PER_BATCH=w.shape[0] > 1, **step_options(d),
+        )  # fmt: skip
+        ctx.save_for_backward(r)
+        ctx.factor, ctx.w_shape, ctx.w_dtype = factor, w.shape, w.dtype
+        return stepped
+
+    @staticmethod
+    def backward(ctx, d_stepped):
+        (r,) = ctx.saved_tensors
+        B, H, d, _ = r.shape
+        d_stepped = d_stepped.float().contiguous()
+        dr = torch.empty_like(r)
+        kernels.step_grad_kernel[(B * H,)](
+            r, d_stepped, dr, d, ctx.factor, **step_options(d)
+        )
+        dw = d_stepped.sum_to_size(ctx.w_shape).to(ctx.w_dtype)
+        return dw, dr, None
+
+
+def step_options(d):
+    """Launch options of the step kernels: the d x d matrix in one tile."""
+    return dict(BLOCK_D=_width(d), num_warps=4)
+
+
 def fused_ttt_swiglu(
     q: Tensor, k: Tensor, v: Tensor, w1: Tensor, w2: Tensor, scale: float
 ) -> Tensor:
@@ -199,9 +236,8 @@ def fused_ttt_swiglu(
 
     def weights(k, v, w1, w2):
         r1, r2 = StepSums.apply(k, v, w1, w2, launch)
-        with torch.autocast(q.device.type, enabled=False):
-            w1 = w1.float() - normalised(r1 * factor, dim=-2)
-            w2 = w2.float() - normalised(r2 * factor, dim=-2)
-        return w1, w2
+        return ClippedStep.apply(w1, r1, factor), ClippedStep.apply(
+            w2, r2, factor
+        )
 
     return OutputsOfStates.apply(q, launch, weights, k, v, w1, w2)

@@ -6,14 +6,17 @@ weights, Z1 = k W1, Z2 = k W2, silu' the derivative of silu:
 
 - :func:`step_sums_kernel`: the inner gradients' raw sums
   R1 = k^T (v * silu(Z2)), R2 = k^T (v * Z1 * silu'(Z2)) (d x d each) over
-  a token range; the step W' = W - G / (||G|| + 1), G = -(eta / N) R, is a
-  few d x d operations in PyTorch.
+  a token range, whose totals give the step W' = W - G / (||G|| + 1),
+  G = -(eta / N) R.
 - :func:`output_kernel`: o = (q W1') * silu(q W2') over a token range
   (W' loaded once: 32 KB of fp32 at d = 64, against 4 KB of a tile's q).
 - :func:`query_grad_kernel`: dq over a token range, and its partial
   dW1' = q^T dY1, dW2' = q^T dY2.
 - :func:`key_value_grad_kernel`: dk, dv over a token range from dR1, dR2,
   and its partial gradients of W1, W2 through Z1, Z2.
+- :func:`step_kernel`, :func:`step_grad_kernel`: the clipped step
+  W' = W - G / (||G|| + 1) of one d x d matrix per head and its gradient
+  (one pass over d x d matrices instead of a dozen PyTorch ops).
 
 Every N-sized intermediate (Z, the SiLU terms, their gradients) is fp32 in
 registers; products as in :mod:`mmlvit.ops.fused_linear.kernels`
@@ -247,3 +250,46 @@ def key_value_grad_kernel(
         g2 += _dot(k_t, dz2, PRECISION)
     _store_square(g1_ptr, bh * splits + split, D, g1, BLOCK_D)
     _store_square(g2_ptr, bh * splits + split, D, g2, BLOCK_D)
+
+
+@triton.jit
+def _step_terms(r_ptr, bh, D, factor, BLOCK_D: tl.constexpr):
+    """Head ``bh``'s step G = factor * R, its column norms (over the input
+    axis) and 1 / (norm + 1), per column."""
+    g = _load_square(r_ptr, bh, D, BLOCK_D) * factor
+    norm = tl.sqrt(tl.sum(g * g, axis=0))
+    return g, norm, 1.0 / (norm + 1.0)
+
+
+@triton.jit
+def step_kernel(
+    w_ptr, r_ptr, out_ptr, H, D, factor,
+    W_PER_BATCH: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    """The clipped step W' = W - G / (||G|| + 1) of head ``bh``: grid
+    (B*H,)."""
+    bh = tl.program_id(0)
+    index = bh if W_PER_BATCH else bh % H
+    w = _load_square(w_ptr, index, D, BLOCK_D)
+    g, _, inverse = _step_terms(r_ptr, bh, D, factor, BLOCK_D)
+    _store_square(out_ptr, bh, D, w - g * inverse[None, :], BLOCK_D)
+
+
+@triton.jit
+def step_grad_kernel(
+    r_ptr, dw_ptr, dr_ptr, D, factor, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    """dR of :func:`step_kernel`'s W' given dW', head ``bh``: grid (B*H,).
+
+    Per column, with a = 1 / (||G|| + 1) and s = sum_i dW'_i G_i:
+    dG = (a^2 s / ||G||) G - a dW' (the first term 0 where G is 0), and
+    dR = factor * dG.
+    """
+    bh = tl.program_id(0)
+    g, norm, inverse = _step_terms(r_ptr, bh, D, factor, BLOCK_D)
+    dw = _load_square(dw_ptr, bh, D, BLOCK_D)
+    inner = tl.sum(dw * g, axis=0)
+    # Where G's column is 0 so is s: a denominator of 1 keeps it 0.
+    along = inverse * inverse * inner / tl.where(norm > 0.0, norm, 1.0)
+    dg = g * along[None, :] - dw * inverse[None, :]
+    _store_square(dr_ptr, bh, D, dg * factor, BLOCK_D)
