@@ -79,10 +79,12 @@ def compare(tensors, scale=0.4):
     """The triton path against :func:`oracle`, output and gradients, with
     the strides and dtypes that reached the kernels, which chunks the
     forward took whole (1), the kinds of the backward's chunks (2
-    whole, 1 factored diagonals, 0 exact ones) and the chunks' gate sums
-    (:func:`chunk_sums`)."""
+    whole, 1 factored diagonals, 0 exact ones), the chunks' gate sums
+    (:func:`chunk_sums`) and the dtypes of the chunk states the passes
+    stored."""
     seen = dict(chunk_sums=chunk_sums(*tensors[3:]))
     forward, backward = triton_backend.forward, triton_backend.backward
+    states = triton_backend.chunk_states
     kernels = (
         (triton_kernels, 'bigla_fwd_kernel', 'whole'),
         (triton_backward_kernels, 'bigla_bwd_kernel', 'kinds'),
@@ -101,14 +103,21 @@ def compare(tensors, scale=0.4):
         seen['qkv_grad_buffer'] = common_buffer(dq, dk, dv) is not None
         return dq, dk, dv, *dg
 
+    def recording_states(*args):
+        out = states(*args)
+        seen.setdefault('states_dtypes', []).append(str(out.dtype))
+        return out
+
     triton_backend.forward = recording
     triton_backend.backward = recording_backward
+    triton_backend.chunk_states = recording_states
     try:
         out = triton_backend.bidirectional_triton(*tensors, scale)
         fn = lambda *a: triton_backend.bidirectional_triton(*a, scale)  # noqa: E731
         got = grads(fn, tensors)
     finally:
         triton_backend.forward, triton_backend.backward = forward, backward
+        triton_backend.chunk_states = states
         for (module, name, _), kernel in zip(kernels, originals):
             setattr(module, name, kernel)
     ref = oracle(*tensors, scale)

@@ -170,14 +170,19 @@ def test_unequal_head_widths_in_the_factored_kernels(interpreted):
 
 @pytest.mark.parametrize('dtype, rtol', [('bf16', 2e-2), ('fp16', 3e-3)])
 def test_half_inputs_keep_dtype_and_match_oracle(interpreted, dtype, rtol):
-    """bf16 / fp16 q, k, v (fp32 gates), T = 80 (two chunks): output and
-    q, k, v gradients in the input dtype, gate gradients in fp32, within
+    """bf16 / fp16 q, k, v (fp32 gates), T = 80 (two chunks): output,
+    q, k, v gradients and the chunk states in the input dtype, gate
+    gradients in fp32, within
     the input precision of the float64 oracle of the same rounded
     inputs."""
     report = interpreted[f'strided {dtype} T=80']
     name = {'bf16': 'torch.bfloat16', 'fp16': 'torch.float16'}[dtype]
     assert report['dtype'] == report['kernel']['dtype'] == name
     assert report['kernel']['gate_dtype'] == 'torch.float32'
+    # Two forwards' states (the output's, the gradients' run), then the
+    # backward's states and their gradients, stored as the products read
+    # them: rounded to the inputs' dtype.
+    assert report['kernel']['states_dtypes'] == [name] * 4
     assert report['grad_dtypes'] == dict(
         q=name, k=name, v=name, g_fwd='torch.float32', g_bwd='torch.float32'
     )

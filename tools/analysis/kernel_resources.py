@@ -153,8 +153,9 @@ def gla_cases(dtype, name, d, arch=90):
     )
 
     tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv', 'x', 'y')
+    tokens += ('states', 'd_states', 'out')  # chunk states in DT
     pointers = {n: name for n in tokens}
-    gates = ('gf', 'gb', 'g0', 'g1', 'states', 'd_states', 'out', 'dg')
+    gates = ('gf', 'gb', 'g0', 'g1', 'dg')
     pointers.update({n: 'fp32' for n in gates})
     pointers.update(whole='i32', kinds='i32')
     DT, DOT = backend._dtypes(dtype)

@@ -16,8 +16,11 @@ the others from two more (``bigla_bwd_kernel``, the same grid: factored
 diagonals, then exact ones); one launch sums the gate gradients over the
 sequence. The launches for one kind of chunk return at once for the
 others. Only q, k, v and the gates' inputs are saved (the gates are
-recomputed from them); the per-chunk states, (2, B, H, T / 64, d_k, d_v)
-fp32, live during one pass. Fixed launch configurations, no autotuning.
+recomputed from them); the per-chunk states, (2, B, H, T / 64, d_k, d_v),
+live during one pass. They are scanned in fp32 and stored in the dtype
+of q, k, v: every kernel that reads them rounds them to it as an operand
+of a product anyway, so storing them rounded changes no result and halves
+their traffic with half-precision inputs. Fixed launch configurations, no autotuning.
 """
 
 import functools
@@ -109,13 +112,14 @@ def _like_tokens(x, d, dtype=None):
 
 
 def chunk_states(x, y, g0, g1, inclusive, dtypes):
-    """:func:`~.triton_kernels.chunk_states_kernel`: (2, B, H, NT, K, V)."""
+    """:func:`~.triton_kernels.chunk_states_kernel`: (2, B, H, NT, K, V)
+    in y's dtype (the kernels' ``DT``)."""
     from .triton_kernels import chunk_states_kernel
 
     B, H, T, K = x.shape
     V = y.shape[-1]
     NT = -(-T // CHUNK)
-    out = x.new_empty(2, B, H, NT, K, V, dtype=torch.float32)
+    out = y.new_empty(2, B, H, NT, K, V)
     tiles = tile_widths(K, V)['states']
     BK, BV = tiles['BK'], tiles['BV']
     grid = (-(-K // BK), -(-V // BV), 2 * B * H)

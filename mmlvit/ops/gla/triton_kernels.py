@@ -63,9 +63,9 @@ def _tile(ptr, rows, cols, stride_t, stride_d, T, D):
 
 @triton.jit
 def _chunk_state(ptr, direction, i_bh, i_c, B, H, NT, ks, vs, K, V, live):
-    """The (BK, BV) fp32 tile ``ptr[direction, i_bh, i_c]`` of a (2, B * H,
-    NT, K, V) buffer of chunk states, zero outside (K, V); not read at all
-    (zeros) unless ``live``."""
+    """The (BK, BV) tile ``ptr[direction, i_bh, i_c]`` of a (2, B * H, NT,
+    K, V) buffer of chunk states (in ``DT``, an operand of products only),
+    zero outside (K, V); not read at all (zeros) unless ``live``."""
     index = (direction * B * H + i_bh).to(tl.int64) * NT + i_c
     offsets = index * K * V + ks[:, None] * V + vs[None, :]
     mask = (ks[:, None] < K) & (vs[None, :] < V) & live
@@ -236,8 +236,9 @@ def chunk_states_kernel(
     (gates ``g1``) right to left. Chunk c's summary is
     ``sum_t (x_t exp(e_t))^T y_t`` with e_t the log-decay from token t to
     the chunk's far end in the scan direction (token t's own gate included
-    when INCLUSIVE); the carry decays by the chunk's total gate. Writes the
-    carry entering every chunk: ``out`` (2, B, H, NT, K, V) fp32.
+    when INCLUSIVE); the carry decays by the chunk's total gate, in fp32.
+    Writes the carry entering every chunk: ``out`` (2, B, H, NT, K, V),
+    rounded to its dtype.
 
     States (x = k, y = v, g0 = gf, g1 = gb): out[0] = S^f, out[1] = S^b.
     Their gradients (x = q, y = dL/do, g0 = gb, g1 = gf, INCLUSIVE):
@@ -261,7 +262,8 @@ def chunk_states_kernel(
     for n in range(NT):
         c = n + i_dir * (NT - 1 - 2 * n)
         rows = c * BT + tl.arange(0, BT)
-        tl.store(out + c.to(tl.int64) * K * V + out_offsets, state, out_mask)
+        carry = state.to(out.dtype.element_ty)
+        tl.store(out + c.to(tl.int64) * K * V + out_offsets, carry, out_mask)
         b_x = _tile(x, rows, ks, sxt, sxd, T, K)
         b_y = _tile(y, rows, vs, syt, syd, T, V)
         # One of the two loads is fully masked: no branch in the loop.
