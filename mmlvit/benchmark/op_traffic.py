@@ -6,14 +6,14 @@ arguments and writes its results, so the sum of their sizes is what the
 op moves through memory at least (an in-place op counts its tensor as
 read and written). Views and bare allocations move nothing and are left
 out. Fused Triton kernels run under Triton's interpreter on the CPU (as
-the GPU path would launch them): each launch is counted once with the
-sizes of its tensor arguments, the views it reads and the buffers it
-writes, and the ops the interpreter itself runs are left out. That is a
-kernel's traffic where it reads and writes each argument once, more than
-it where a launch skips most of its arguments (GLA's launches per kind of
-chunk are each given every chunk), less where it reads tiles again. What
-a GPU's caches save is not seen either: the figures are bytes, not
-timings.
+the GPU path would launch them), and the ops the interpreter itself runs
+are left out: each launch counts the distinct bytes its programs load
+and store (:class:`LaunchBytes`, from the addresses of the elements
+their masks let through, each address once per launch). That is what a
+launch moves at least: tiles its programs read more than once count
+once, as if the GPU's caches kept them, and buffers or chunks it skips
+count nothing. What caches save between ops is not seen: the figures
+are bytes, not timings.
 
 Most of a ViT step's elementwise work is bound by memory bandwidth, so
 these bytes, at a GPU's bandwidth, bound its time from below; products
@@ -26,8 +26,9 @@ partial sums; :func:`token_splits_as_at` splits them as that batch would.
 """
 
 import contextlib
-from collections import Counter
+from collections import Counter, defaultdict
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -75,9 +76,57 @@ class StepTraffic(TorchDispatchMode):
             self.bytes[self.phase, f'aten::{name}'] += moved
         return out
 
-    def launch(self, name, args):
-        """Count one kernel launch on ``args``."""
-        self.bytes[self.phase, f'triton::{name}'] += tensor_bytes(args)
+    def launch(self, name, moved):
+        """Count one kernel launch that moved ``moved`` bytes."""
+        self.bytes[self.phase, f'triton::{name}'] += moved
+
+
+class LaunchBytes:
+    """The distinct bytes one kernel launch loads and stores, from the
+    addresses Triton's interpreter loads and stores (masked-in elements
+    only), each address counted once per direction."""
+
+    def __init__(self):
+        self.addresses = defaultdict(_DistinctAddresses)
+
+    def add(self, kind, pointers, mask):
+        """Note a ``'load'`` or ``'store'`` of ``pointers`` (the
+        interpreter's tensor of addresses) under ``mask``."""
+        width = pointers.get_element_ty().primitive_bitwidth // 8
+        addresses, keep = np.broadcast_arrays(pointers.data, mask.data)
+        self.addresses[kind, width].add(addresses[keep.astype(bool)])
+
+    def total(self) -> int:
+        """Distinct bytes loaded plus distinct bytes stored."""
+        return sum(
+            width * seen.count() for (_, width), seen in self.addresses.items()
+        )
+
+
+class _DistinctAddresses:
+    """A growing set of addresses: arrays are kept as they come and merged
+    into one sorted array of distinct ones once they outgrow it (so each
+    address is sorted O(log) times in all)."""
+
+    def __init__(self):
+        self.distinct = np.empty(0, np.uint64)
+        self.pending, self.size = [], 0
+
+    def add(self, addresses):
+        self.pending.append(addresses.ravel().astype(np.uint64, copy=False))
+        self.size += addresses.size
+        if self.size > max(self.distinct.size, 1 << 16):
+            self._merge()
+
+    def _merge(self):
+        self.distinct = np.unique(
+            np.concatenate([self.distinct, *self.pending])
+        )
+        self.pending, self.size = [], 0
+
+    def count(self) -> int:
+        self._merge()
+        return self.distinct.size
 
 
 @contextlib.contextmanager
@@ -91,28 +140,53 @@ def counting_traffic():
 
 @contextlib.contextmanager
 def _kernel_launches(counter):
-    """Route the interpreter's launches through ``counter`` while active
-    (nothing to route where Triton does not import)."""
+    """Count the interpreter's launches and their loads and stores in
+    ``counter`` while active (nothing to count where Triton does not
+    import)."""
     try:
-        from triton.runtime.interpreter import GridExecutor
+        from triton.runtime.interpreter import (
+            GridExecutor,
+            InterpreterBuilder,
+        )
     except ImportError:
         yield
         return
-    original = GridExecutor.__call__
+    originals = (
+        GridExecutor.__call__,
+        InterpreterBuilder.create_masked_load,
+        InterpreterBuilder.create_masked_store,
+    )
+    run, load, store = originals
+    moving = []  # the LaunchBytes of the launch running
 
     def launch(executor, *args, **kwargs):
-        counter.launch(executor.fn.__name__, args)
+        moving.append(LaunchBytes())
         counter.in_kernel += 1
         try:
-            return original(executor, *args, **kwargs)
+            return run(executor, *args, **kwargs)
         finally:
             counter.in_kernel -= 1
+            counter.launch(executor.fn.__name__, moving.pop().total())
+
+    def masked_load(builder, pointers, mask, *args, **kwargs):
+        moving[-1].add('load', pointers, mask)
+        return load(builder, pointers, mask, *args, **kwargs)
+
+    def masked_store(builder, pointers, value, mask, *args, **kwargs):
+        moving[-1].add('store', pointers, mask)
+        return store(builder, pointers, value, mask, *args, **kwargs)
 
     GridExecutor.__call__ = launch
+    InterpreterBuilder.create_masked_load = masked_load
+    InterpreterBuilder.create_masked_store = masked_store
     try:
         yield
     finally:
-        GridExecutor.__call__ = original
+        (
+            GridExecutor.__call__,
+            InterpreterBuilder.create_masked_load,
+            InterpreterBuilder.create_masked_store,
+        ) = originals
 
 
 @contextlib.contextmanager

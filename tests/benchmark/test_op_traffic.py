@@ -4,7 +4,9 @@ tools/analysis/step_traffic.py end to end on a tiny arch (in a
 subprocess: it runs the fused kernels under Triton's interpreter)."""
 
 import json
+import os
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +15,7 @@ from torch import nn
 
 from mmlvit.benchmark import op_traffic, tensor_memory
 
+HERE = Path(__file__).parent
 FLOAT = 4
 TILE = 64 * 32 * FLOAT  # bytes of one (64, 32) fp32 tensor
 
@@ -73,6 +76,21 @@ def test_step_traffic_solves_per_image_and_block():
     mib = tensor_memory.MIB
     assert block['forward', 'aten::mul'] * mib == pytest.approx(2 * TILE)
     assert block['backward', 'aten::mul'] * mib == pytest.approx(2 * TILE)
+
+
+def test_a_launch_counts_the_distinct_bytes_it_moves():
+    """A probe kernel under Triton's interpreter (in a fresh process):
+    loads repeated within and across its programs count once, masked-out
+    elements not at all (tests/benchmark/launch_bytes_interpreter.py)."""
+    env = dict(os.environ, TRITON_INTERPRET='1', CUDA_VISIBLE_DEVICES='')
+    out = run_ok(
+        [sys.executable, 'launch_bytes_interpreter.py'],
+        cwd=HERE,
+        env=env,
+        timeout=300,
+    )
+    counted = json.loads(out.stdout.strip().splitlines()[-1])
+    assert counted == {'triton::probe_kernel': 40 * 4 + 40 * 2}
 
 
 @pytest.mark.parametrize('heads, tiles', [(12, 7), (12, 64), (16, 1024)])
