@@ -4,8 +4,9 @@
 costs a (B, N, 3C) ``stack`` of dq, dk, dv in backward. The fused kernels
 write their gradients straight into one (B, N, 3, h, d) buffer
 (:func:`qkv_gradients`), and :class:`SplitQKV` hands that buffer back as
-the gradient of ``qkv`` as it is; gradients that arrive in separate
-tensors are stacked as before.
+the gradient of ``qkv`` as it is (with dv copied in where v's gradient
+had another term added); gradients that arrive in separate tensors are
+stacked as before.
 """
 
 import torch
@@ -25,14 +26,20 @@ def qkv_gradients(q: torch.Tensor) -> tuple[torch.Tensor, ...]:
 def common_buffer(dq, dk, dv):
     """The (B, N, 3, h, d) tensor whose slots dq, dk, dv (B, h, N, d) are,
     as :func:`qkv_gradients` lays them out, or None."""
-    base = dq._base
-    if base is None or dk._base is not base or dv._base is not base:
+    return _buffer_of(dq, dk, dv)
+
+
+def _buffer_of(*grads):
+    """The (B, N, 3, h, d) tensor whose first ``len(grads)`` slots the
+    (B, h, N, d) ``grads`` are (:func:`qkv_gradients`' layout), or None."""
+    base = grads[0]._base
+    if base is None or any(g._base is not base for g in grads):
         return None
-    B, h, N, d = dq.shape
+    B, h, N, d = grads[0].shape
     if base.shape != (B, N, 3, h, d) or not base.is_contiguous():
         return None
     slot = h * d * base.element_size()
-    for i, g in enumerate((dq, dk, dv)):
+    for i, g in enumerate(grads):
         if g.data_ptr() != base.data_ptr() + i * slot:
             return None
         if g.stride() != (N * 3 * h * d, d, 3 * h * d, 1):
@@ -42,7 +49,13 @@ def common_buffer(dq, dk, dv):
 
 class SplitQKV(torch.autograd.Function):
     """(B, N, 3, h, d) -> q, k, v (B, h, N, d) views; backward passes a
-    common gradient buffer on as it is, else stacks."""
+    common gradient buffer on as it is, else stacks.
+
+    Where only dq and dk are slots of one (a kernel wrote all three, and
+    v's gradient then had another term added, e.g. MHLA's value conv),
+    dv is copied into the third slot, whose own gradient went into that
+    sum and is not read again: one copy of dv instead of a stack of all
+    three."""
 
     @staticmethod
     def forward(ctx, qkv):
@@ -52,6 +65,10 @@ class SplitQKV(torch.autograd.Function):
     def backward(ctx, dq, dk, dv):
         base = common_buffer(dq, dk, dv)
         if base is not None:
+            return base
+        base = _buffer_of(dq, dk)
+        if base is not None and base.dtype == dv.dtype:
+            base[:, :, 2].copy_(dv.transpose(1, 2))
             return base
         return torch.stack([g.transpose(1, 2) for g in (dq, dk, dv)], dim=2)
 
