@@ -20,7 +20,8 @@ recomputed from them); the per-chunk states, (2, B, H, T / 64, d_k, d_v),
 live during one pass. They are scanned in fp32 and stored in the dtype
 of q, k, v: every kernel that reads them rounds them to it as an operand
 of a product anyway, so storing them rounded changes no result and halves
-their traffic with half-precision inputs. Fixed launch configurations, no autotuning.
+their traffic with half-precision inputs. Fixed launch configurations,
+no autotuning.
 """
 
 import functools
