@@ -11,9 +11,9 @@ per image outside the blocks; weight copies and weight gradients, the
 same for any batch, are left out. The fused reductions split their
 tokens as at ``--batch-size`` images
 (:func:`mmlvit.benchmark.op_traffic.token_splits_as_at`). The table gives
-the ops' bytes by phase, the fused kernels' (their launches' tensor
-arguments: see :mod:`mmlvit.benchmark.op_traffic` for what that over- and
-undercounts), the whole step of a ``--depth``-block ViT at
+the ops' bytes by phase, the fused kernels' (the distinct bytes each
+launch loads and stores: see :mod:`mmlvit.benchmark.op_traffic` for what
+that leaves out), the whole step of a ``--depth``-block ViT at
 ``--batch-size`` in GB and that over ``--bandwidth`` (a GPU's memory
 bandwidth, GB/s): the time the step's traffic takes at least, most of it
 elementwise work that a GPU runs at about that rate. A second table
@@ -150,7 +150,8 @@ def main(argv=None):
         0,
         f'arch {args.arch}, autocast {args.dtype}, MiB per image and block '
         "moved by PyTorch's ops (by phase) and by the Triton launches "
-        f'(their tensor arguments); step: {args.depth} blocks, batch '
+        f'(the distinct bytes each loads and stores); step: {args.depth} '
+        f'blocks, batch '
         f'{args.batch_size}, ms at {args.bandwidth:g} GB/s\n',
     )
     core.write_table(osp.join(args.out_dir, 'table.md'), '\n'.join(lines), [])
