@@ -107,11 +107,13 @@ def ttt_cases(dtype, name, d, arch=90):
         ('step_grad', {}),
     ):
         fn = getattr(kernels, f'{kind}_kernel')
-        name = f'ttt.swiglu.{kind}_kernel'
         constexprs = dict(own, **weights)
         cases.append(
-            KernelCase(name, fn, pointers, constexprs, warps, ('factor',))
-        )
+            KernelCase(
+                f'ttt.swiglu.{kind}_kernel', fn, pointers, constexprs, warps,
+                ('factor',),
+            )
+        )  # fmt: skip
     return cases
 
 

@@ -15,8 +15,8 @@ weights, Z1 = k W1, Z2 = k W2, silu' the derivative of silu:
 - :func:`key_value_grad_kernel`: dk, dv over a token range from dR1, dR2,
   and its partial gradients of W1, W2 through Z1, Z2.
 - :func:`step_kernel`, :func:`step_grad_kernel`: the clipped step
-  W' = W - G / (||G|| + 1) of one d x d matrix per head and its gradient
-  (one pass over d x d matrices instead of a dozen PyTorch ops).
+  W' = W - G / (||G|| + 1) of one d x d matrix per head and its gradient,
+  each one pass over the head's d x d matrices.
 
 Every N-sized intermediate (Z, the SiLU terms, their gradients) is fp32 in
 registers; products as in :mod:`mmlvit.ops.fused_linear.kernels`
