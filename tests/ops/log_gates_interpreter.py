@@ -4,8 +4,9 @@ the PyTorch reference in float64.
 Run as a script (test_log_gates.py does, in a fresh process:
 TRITON_INTERPRET must be set before triton is imported). Prints one JSON
 line: per case the relative error ||x - ref|| / ||ref|| of both
-directions' gates and of the logits' gradient, whether everything is
-finite, the largest gate and what backward keeps besides the logits; then
+directions' gates and of the gradients of the three inputs (the features,
+the up-projection's weight and bias), whether everything is finite, the
+largest gate and what backward keeps besides the inputs; then
 the launches GatedLinearAttention on the triton backend makes.
 """
 
@@ -25,26 +26,37 @@ from mmlvit.ops.gla import gates as gates_module  # noqa: E402
 from mmlvit.ops.gla import log_gates  # noqa: E402
 
 
-def check(N, H=2, d=16, B=2, spread=8.0, temperature=16.0, seed=0):
-    """One case: logits of standard deviation ``spread`` (log-sigmoids
+def check(N, H=2, d=16, R=16, B=2, spread=8.0, temperature=16.0, seed=0):
+    """One case: logits of standard deviation about ``spread`` (log-sigmoids
     from about -4 spread to its exponentially small tail)."""
     g = torch.Generator().manual_seed(seed)
-    logits = torch.randn(B, N, 2 * H * d, generator=g) * spread
-    logits.requires_grad_()
+    inputs = (
+        torch.randn(B, N, R, generator=g),
+        torch.randn(2 * H * d, R, generator=g) * spread / R**0.5,
+        torch.randn(2 * H * d, generator=g),
+    )
+    for t in inputs:
+        t.requires_grad_()
     grads = [torch.randn(B, H, N, d, generator=g) for _ in range(2)]
-    with keeping_besides(logits) as kept:
-        gates = log_gates(logits, H, temperature, backend='triton')
+    with keeping_besides(*inputs) as kept:
+        gates = log_gates(*inputs, H, temperature, backend='triton')
     torch.autograd.backward(gates, grads)
-    ref_logits = logits.detach().double().requires_grad_()
-    refs = log_gates(ref_logits, H, temperature, backend='torch')
+    refs_in = [t.detach().double().requires_grad_() for t in inputs]
+    refs = log_gates(*refs_in, H, temperature, backend='torch')
     torch.autograd.backward(refs, [t.double() for t in grads])
+    names = ('features', 'up_weight', 'up_bias')
     return dict(
         N=N,
         d=d,
+        R=R,
         gates=[relative(x, r) for x, r in zip(gates, refs)],
-        grad=relative(logits.grad, ref_logits.grad),
+        grads={
+            name: relative(t.grad, r.grad)
+            for name, t, r in zip(names, inputs, refs_in)
+        },
         finite=all(
-            bool(torch.isfinite(t).all()) for t in (*gates, logits.grad)
+            bool(torch.isfinite(t).all())
+            for t in (*gates, *(t.grad for t in inputs))
         ),
         largest=max(float(t.detach().max()) for t in gates),
         kept_besides_inputs=kept,
@@ -75,7 +87,7 @@ def main():
     # 50 tokens: one partial tile; 197: a 14 x 14 grid + class token.
     cases = [check(N) for N in (50, 197)]
     cases.append(check(197, d=64, H=1, B=1))  # ViT-B's head width
-    cases.append(check(50, d=24, spread=40.0, temperature=1.0))
+    cases.append(check(50, d=24, R=5, spread=40.0, temperature=1.0))
     print(json.dumps(dict(cases=cases, module_launches=module_launches())))
 
 

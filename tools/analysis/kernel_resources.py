@@ -224,12 +224,14 @@ def gla_cases(dtype, name, d, arch=90):
     from mmlvit.ops.gla import gate_kernels, gates
 
     gate_pointers = dict.fromkeys(
-        ('l_ptr', 'g_ptr', 'dg_ptr', 'dl_ptr'), 'fp32'
+        (f'{n}_ptr' for n in ('f', 'w', 'b', 'g', 'dg', 'df', 'dw', 'db')),
+        'fp32',
     )
+    rank = 16  # GatedLinearAttention's default gate_low_rank
     cases += [
         KernelCase(
             f'gla.{kind}', getattr(gate_kernels, kind), gate_pointers,
-            *_split_warps(gates.launch_constants(d)),
+            *_split_warps(gates.launch_constants(d, rank)),
             floats=('inv_temperature',),
         )
         for kind in ('log_gate_kernel', 'log_gate_grad_kernel')

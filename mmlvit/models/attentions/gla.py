@@ -104,9 +104,10 @@ class GatedLinearAttention(BaseAttention):
         them in backward)."""
         with fp32_scope(x, down_weight, up_weight, up_bias) as upcast:
             x, down_weight, up_weight, up_bias = upcast
-            logits = F.linear(F.linear(x, down_weight), up_weight, up_bias)
             return log_gates(
-                logits,
+                F.linear(x, down_weight),
+                up_weight,
+                up_bias,
                 self.num_heads,
                 self.gate_temperature,
                 backend=self.elementwise_backend,

@@ -31,8 +31,8 @@ Modules, as fla's ``ops/gla``:
   ``triton_backend``: both directions fused in our own Triton kernels and
   their autograd Function.
 - ``fla_backend``: the same operator by fla's Triton ``chunk_gla``.
-- ``gates`` (kernels in ``gate_kernels``): the log-gates from
-  their logits, fused where the scan's kernels run.
+- ``gates`` (kernels in ``gate_kernels``): the log-gates from the
+  low-rank gate projection, fused where the scan's kernels run.
 - ``dispatch``: ``bidirectional_gla``, which checks the backend and picks
   one, and ``bidirectional_gla_gated``, the same with gates recomputed in
   backward.
