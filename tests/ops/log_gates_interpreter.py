@@ -4,9 +4,10 @@ the PyTorch reference in float64.
 Run as a script (test_log_gates.py does, in a fresh process:
 TRITON_INTERPRET must be set before triton is imported). Prints one JSON
 line: per case the relative error ||x - ref|| / ||ref|| of both
-directions' gates and of the gradients of the three inputs (the features,
-the up-projection's weight and bias), whether everything is finite, the
-largest gate and what backward keeps besides the inputs; then
+directions' gates and of the gradients of the four inputs (the tokens, the
+down-projection's weight, the up-projection's weight and bias), their
+dtypes, whether everything is finite, the largest gate and what backward
+keeps besides the inputs; then
 the launches GatedLinearAttention on the triton backend makes.
 """
 
@@ -25,15 +26,29 @@ from mmlvit.models.attentions import GatedLinearAttention  # noqa: E402
 from mmlvit.ops.gla import gates as gates_module  # noqa: E402
 from mmlvit.ops.gla import log_gates  # noqa: E402
 
+DTYPES = {
+    'fp32': torch.float32,
+    'bf16': torch.bfloat16,
+    'fp16': torch.float16,
+}
+HALVES = ('bf16', 'fp16')
 
-def check(N, H=2, d=16, R=16, B=2, spread=8.0, temperature=16.0, seed=0):
-    """One case: logits of standard deviation about ``spread`` (log-sigmoids
-    from about -4 spread to its exponentially small tail)."""
+
+def check(
+    N, H=2, d=16, R=16, B=2, spread=8.0, temperature=16.0, dtype='fp32',
+    seed=0,
+):  # fmt: skip
+    """One case: tokens x in ``dtype``, weights in fp32 scaled so that the
+    logits have a standard deviation of about ``spread`` (log-sigmoids from
+    about -4 spread to its exponentially small tail)."""
     g = torch.Generator().manual_seed(seed)
+    C = H * d
+    x = torch.randn(B, N, C, generator=g).to(DTYPES[dtype])
     inputs = (
-        torch.randn(B, N, R, generator=g),
-        torch.randn(2 * H * d, R, generator=g) * spread / R**0.5,
-        torch.randn(2 * H * d, generator=g),
+        x,
+        torch.randn(R, C, generator=g) / C**0.5,
+        torch.randn(2 * C, R, generator=g) * spread / R**0.5,
+        torch.randn(2 * C, generator=g),
     )
     for t in inputs:
         t.requires_grad_()
@@ -44,11 +59,13 @@ def check(N, H=2, d=16, R=16, B=2, spread=8.0, temperature=16.0, seed=0):
     refs_in = [t.detach().double().requires_grad_() for t in inputs]
     refs = log_gates(*refs_in, H, temperature, backend='torch')
     torch.autograd.backward(refs, [t.double() for t in grads])
-    names = ('features', 'up_weight', 'up_bias')
+    names = ('x', 'down_weight', 'up_weight', 'up_bias')
     return dict(
         N=N,
         d=d,
         R=R,
+        dtype=dtype,
+        dtypes=[str(t.dtype) for t in (*gates, *(t.grad for t in inputs))],
         gates=[relative(x, r) for x, r in zip(gates, refs)],
         grads={
             name: relative(t.grad, r.grad)
@@ -88,6 +105,8 @@ def main():
     cases = [check(N) for N in (50, 197)]
     cases.append(check(197, d=64, H=1, B=1))  # ViT-B's head width
     cases.append(check(50, d=24, R=5, spread=40.0, temperature=1.0))
+    # The tokens as autocast gives them (bf16, fp16), 80 channels a row.
+    cases += [check(197, H=5, dtype=name, seed=1) for name in HALVES]
     print(json.dumps(dict(cases=cases, module_launches=module_launches())))
 
 

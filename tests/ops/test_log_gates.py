@@ -1,8 +1,8 @@
 """GLA's log-gates from the low-rank gate projection: the backend choice;
 the fused kernels on CPU under Triton's interpreter
 (log_gates_interpreter.py, in a subprocess) against the float64
-reference, gates and the gradients of the features, weight and bias, and
-GLA's module running them; on CUDA at real sizes."""
+reference, gates and the gradients of the tokens and the three weights,
+and GLA's module running them; on CUDA at real sizes."""
 
 import interpreter_run
 import pytest
@@ -14,18 +14,20 @@ from mmlvit.ops.gla import log_gates
 
 def test_auto_is_the_reference_on_cpu(monkeypatch):
     monkeypatch.delenv('TRITON_INTERPRET', raising=False)
-    features, weight, bias = (
-        torch.randn(2, 5, 4),
+    inputs = (
+        torch.randn(2, 5, 24),
+        torch.randn(4, 24),
         torch.randn(48, 4),
         torch.randn(48),
     )
-    g_fwd, g_bwd = log_gates(features, weight, bias, 3, 16.0)
-    logits = features @ weight.T + bias
+    g_fwd, g_bwd = log_gates(*inputs, 3, 16.0)
+    x, down, up, bias = inputs
+    logits = x @ down.T @ up.T + bias
     expected = F.logsigmoid(logits).div(16).view(2, 5, 2, 3, 8)
     torch.testing.assert_close(g_fwd, expected[:, :, 0].transpose(1, 2))
     torch.testing.assert_close(g_bwd, expected[:, :, 1].transpose(1, 2))
     with pytest.raises(RuntimeError, match="backend='triton'.*need CUDA"):
-        log_gates(features, weight, bias, 3, 16.0, backend='triton')
+        log_gates(*inputs, 3, 16.0, backend='triton')
 
 
 interpreter_report = interpreter_run.report_fixture(
@@ -34,14 +36,29 @@ interpreter_report = interpreter_run.report_fixture(
 
 
 def test_kernels_match_float64_reference(interpreter_report):
+    """Within 1e-6, the gradient of half-precision tokens within one
+    rounding to their dtype; backward keeps only the inputs and the
+    (B, N, R) fp32 features."""
     cases = interpreter_report['cases']
     assert {c['N'] for c in cases} == {50, 197}
     assert {(c['d'], c['R']) for c in cases} == {(16, 16), (24, 5), (64, 16)}
+    assert {c['dtype'] for c in cases} == {'fp32', 'bf16', 'fp16'}
+    rounding = {'fp32': 1e-6, 'bf16': 2**-8, 'fp16': 2**-11}
+    names = {'fp32': 'float32', 'bf16': 'bfloat16', 'fp16': 'float16'}
     for case in cases:
         assert case['finite'] and case['largest'] <= 0, case
         assert max(case['gates']) < 1e-6, case
-        assert max(case['grads'].values()) < 1e-6, case
-        assert case['kept_besides_inputs'] == [], case
+        grads = dict(case['grads'])
+        assert grads.pop('x') < rounding[case['dtype']], case
+        assert max(grads.values()) < 1e-6, case
+        x_grad = f'torch.{names[case["dtype"]]}'
+        assert (
+            case['dtypes']
+            == ['torch.float32'] * 2 + [x_grad] + ['torch.float32'] * 3
+        ), case
+        batch = 1 if case['d'] == 64 else 2
+        features = [batch, case['N'], case['R']]
+        assert case['kept_besides_inputs'] == [features], case
 
 
 def test_gla_module_runs_the_fused_gates(interpreter_report):
@@ -50,10 +67,12 @@ def test_gla_module_runs_the_fused_gates(interpreter_report):
 
 
 @pytest.mark.cuda
-def test_cuda_fused_matches_reference():
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+def test_cuda_fused_matches_reference(dtype):
     torch.manual_seed(0)
     inputs = (
-        torch.randn(8, 1025, 16, device='cuda'),
+        torch.randn(8, 1025, 768, device='cuda').to(dtype),
+        torch.randn(16, 768, device='cuda') / 768**0.5,
         torch.randn(2 * 768, 16, device='cuda') * 2,
         torch.randn(2 * 768, device='cuda'),
     )
@@ -66,5 +85,8 @@ def test_cuda_fused_matches_reference():
     torch.autograd.backward(refs, grads)
     for x, r in zip(gates, refs):
         assert (x.double() - r).norm() < 1e-6 * r.norm()
-    for x, r in zip(fused_in, refs_in):
-        assert (x.grad.double() - r.grad).norm() < 1e-6 * r.grad.norm()
+    x_rounding = 1e-6 if dtype == torch.float32 else 2**-8
+    tolerances = (x_rounding, 1e-6, 1e-6, 1e-6)
+    for x, r, tol in zip(fused_in, refs_in, tolerances):
+        assert x.grad.dtype == x.dtype
+        assert (x.grad.double() - r.grad).norm() < tol * r.grad.norm()

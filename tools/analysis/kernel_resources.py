@@ -236,6 +236,17 @@ def gla_cases(dtype, name, d, arch=90):
         )
         for kind in ('log_gate_kernel', 'log_gate_grad_kernel')
     ]  # fmt: skip
+    feature_pointers = dict(gate_pointers, x_ptr=name, dx_ptr=name)
+    cases += [
+        KernelCase(
+            f'gla.{kind}', getattr(gate_kernels, kind), feature_pointers,
+            *_split_warps(gates.feature_constants(rank, grad)),
+        )
+        for kind, grad in (
+            ('gate_features_kernel', False),
+            ('gate_features_grad_kernel', True),
+        )
+    ]  # fmt: skip
     for case in cases:  # s<tensor>d, the channels' strides: contiguous
         names = case.fn.arg_names
         case.ones = tuple(a for a in names if re.fullmatch(r's\w+d', a))

@@ -1,7 +1,6 @@
 """Bidirectional gated linear attention, DeiT-shaped."""
 
 import torch.nn as nn
-import torch.nn.functional as F
 from mmpretrain.registry import MODELS
 from torch import Tensor
 
@@ -12,7 +11,7 @@ from mmlvit.ops.gla import (
     check_backend,
     log_gates,
 )
-from mmlvit.ops.precision import autocast_input, fp32_scope
+from mmlvit.ops.precision import autocast_input
 from mmlvit.ops.recompute import recomputed
 
 from .base import BaseAttention
@@ -102,16 +101,15 @@ class GatedLinearAttention(BaseAttention):
         """:meth:`log_gates` from x (B, N, C) and the gate projections'
         weights given as arguments (the fused scan recomputes the gates from
         them in backward)."""
-        with fp32_scope(x, down_weight, up_weight, up_bias) as upcast:
-            x, down_weight, up_weight, up_bias = upcast
-            return log_gates(
-                F.linear(x, down_weight),
-                up_weight,
-                up_bias,
-                self.num_heads,
-                self.gate_temperature,
-                backend=self.elementwise_backend,
-            )
+        return log_gates(
+            x,
+            down_weight,
+            up_weight,
+            up_bias,
+            self.num_heads,
+            self.gate_temperature,
+            backend=self.elementwise_backend,
+        )
 
     def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token first)."""

@@ -1,7 +1,9 @@
-"""GLA's log-gates from the low-rank gate projection, ``logsigmoid(f W^T +
-b) / T`` split into the two scan directions and the heads, with fused
-Triton kernels (:mod:`.gate_kernels`: one pass forward, one backward per
-direction, the logits only in registers) and the PyTorch reference."""
+"""GLA's log-gates from the low-rank gate projection of the tokens,
+``logsigmoid((x W_down^T) W_up^T + b) / T`` split into the two scan
+directions and the heads, with fused Triton kernels (:mod:`.gate_kernels`:
+the features f = x W_down^T, then the log-gates from f with the logits
+only in registers, each one pass forward and one backward per direction)
+and the PyTorch reference."""
 
 import functools
 
@@ -10,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..fused_linear import use_fused
+from ..precision import fp32_scope
 
 # 64 tokens of one head a program, 8 warps, as the gated norm's kernels.
 BLOCK_N = 64
@@ -27,42 +30,103 @@ def directions(t: Tensor, num_heads: int) -> tuple[Tensor, Tensor]:
 
 
 def log_gates(
-    features: Tensor,
+    x: Tensor,
+    down_weight: Tensor,
     up_weight: Tensor,
     up_bias: Tensor,
     num_heads: int,
     temperature: float,
     backend='auto',
 ) -> tuple[Tensor, Tensor]:
-    """``logsigmoid(features @ up_weight^T + up_bias) / temperature`` as the
-    forward and backward log-gates.
+    """``logsigmoid((x @ down_weight^T) @ up_weight^T + up_bias) /
+    temperature`` as the forward and backward log-gates, in at least fp32
+    with autocast off.
 
     Args:
-        features (Tensor): (B, N, R), the low-rank gate projection of the
-            tokens.
-        up_weight (Tensor): (2 C, R), C = H d: the first C rows gate the
-            forward scan, the last C the backward one.
+        x (Tensor): (B, N, C) tokens, C = H d.
+        down_weight (Tensor): (R, C), the low-rank gate projection.
+        up_weight (Tensor): (2 C, R): the first C rows gate the forward
+            scan, the last C the backward one.
         up_bias (Tensor): (2 C,).
         num_heads (int): H.
         temperature (float): T, dividing the log-sigmoids.
         backend (str): ``'auto'`` (fused on CUDA, PyTorch elsewhere and
             while exporting), ``'triton'`` or ``'torch'``; see
             :func:`mmlvit.ops.fused_linear.use_fused`. The fused kernels
-            never store the (B, N, 2 C) logits.
+            read x in its own dtype (no fp32 copy of it) and never store
+            the (B, N, 2 C) logits.
 
     Returns:
-        tuple[Tensor, Tensor]: g_fwd, g_bwd, each (B, H, N, d) in the
-        features' dtype (views of one (B, N, 2 C) tensor), <= 0.
+        tuple[Tensor, Tensor]: g_fwd, g_bwd, each (B, H, N, d) (views of
+        one (B, N, 2 C) tensor), <= 0.
     """
-    # The checks see the weights as (2 H, R, d): d is the kernels' width.
-    per_head = up_weight.unflatten(0, (2 * num_heads, -1)).transpose(1, 2)
-    if use_fused(backend, features, per_head, needs_shared_memory=False):
+    # The checks see x and the weights by heads: d is the kernels' width.
+    per_head = (
+        x.unflatten(-1, (num_heads, -1)),
+        up_weight.unflatten(0, (2 * num_heads, -1)).transpose(1, 2),
+    )
+    if use_fused(backend, *per_head, needs_shared_memory=False):
+        features = GateFeatures.apply(x, down_weight)
         return LogGates.apply(
             features, up_weight, up_bias, num_heads, temperature
         )
-    logits = F.linear(features, up_weight, up_bias)
-    # In place: logsigmoid's backward needs its input, not its output.
-    return directions(F.logsigmoid(logits).div_(temperature), num_heads)
+    with fp32_scope(x, down_weight, up_weight, up_bias) as upcast:
+        x, down_weight, up_weight, up_bias = upcast
+        logits = F.linear(F.linear(x, down_weight), up_weight, up_bias)
+        # In place: logsigmoid's backward needs its input, not its output.
+        return directions(F.logsigmoid(logits).div_(temperature), num_heads)
+
+
+class GateFeatures(torch.autograd.Function):
+    """x (B, N, C) in any dtype, down_weight (R, C) -> x down_weight^T
+    (B, N, R) in fp32, without an fp32 copy of x; saves x and the weight
+    (see :mod:`.gate_kernels`)."""
+
+    @staticmethod
+    def forward(ctx, x, down_weight):
+        from . import gate_kernels as kernels
+
+        x, down_weight = x.contiguous(), down_weight.contiguous()
+        R, C = down_weight.shape
+        M = x.numel() // C
+        features = x.new_empty(M, R, dtype=torch.float32)
+        kernels.gate_features_kernel[(_tiles(M),)](
+            x, down_weight, features, M, C, R, **feature_constants(R)
+        )
+        ctx.save_for_backward(x, down_weight)
+        return features.view(*x.shape[:-1], R)
+
+    @staticmethod
+    def backward(ctx, d_features):
+        from . import gate_kernels as kernels
+
+        x, down_weight = ctx.saved_tensors
+        R, C = down_weight.shape
+        M = x.numel() // C
+        d_features = d_features.contiguous()
+        dx = torch.empty_like(x)
+        d_weight = x.new_empty(_tiles(M), R, C, dtype=torch.float32)
+        constants = feature_constants(R, grad=True)
+        grid = (_tiles(M), -(-C // constants['BLOCK_C']))
+        kernels.gate_features_grad_kernel[grid](
+            x, down_weight, d_features, dx, d_weight, M, C, R, **constants
+        )
+        return dx, d_weight.sum(0).to(down_weight.dtype)
+
+
+def feature_constants(rank: int, grad: bool = False) -> dict:
+    """The feature kernels' compile-time options for ``rank`` features:
+    tiles of 64 tokens by 32 channels, 4 warps forward and 8 backward
+    (sm_90, bf16: 60 and 64 registers a thread, no spills;
+    tools/analysis/kernel_resources.py)."""
+    from ..fused_linear.function import _width
+
+    return dict(
+        BLOCK_M=BLOCK_N,
+        BLOCK_C=32,
+        BLOCK_R=_width(rank),
+        num_warps=8 if grad else 4,
+    )
 
 
 def launch_constants(width: int, rank: int) -> dict:
