@@ -100,7 +100,7 @@ def log_gate_grad_kernel(
     df_rows = head.to(tl.int64) * B * N + rows
     slot = tl.program_id(0).to(tl.int64) * B + bh // H
     dw_rows = slot * (2 * H * D) + channels
-    for j in tl.static_range(R):
+    for j in range(R):
         w = tl.load(w_ptr + channels * R + j, mask=inside, other=0.0)
         df = tl.sum(dl * w.to(tl.float32)[None, :], 1)
         tl.store(df_ptr + df_rows * R + j, df, mask=valid)
