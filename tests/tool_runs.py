@@ -4,6 +4,9 @@ import os
 import shutil
 import socket
 import subprocess
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).parents[1]
 
 
 def free_port():
@@ -12,6 +15,22 @@ def free_port():
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
+
+
+def interpreter_env():
+    """The environment of a script run under Triton's interpreter on the
+    CPU only (TRITON_INTERPRET is read when triton imports): the
+    repository first on PYTHONPATH, one thread unless OMP_NUM_THREADS is
+    set."""
+    paths = [str(REPO_ROOT), *os.environ.get('PYTHONPATH', '').split(':')]
+    env = dict(
+        os.environ,
+        TRITON_INTERPRET='1',
+        CUDA_VISIBLE_DEVICES='',
+        PYTHONPATH=':'.join(p for p in paths if p),
+    )
+    env.setdefault('OMP_NUM_THREADS', '1')
+    return env
 
 
 def run(cmd, cwd, env=None, timeout=600):

@@ -4,13 +4,12 @@ tools/analysis/step_traffic.py end to end on a tiny arch (in a
 subprocess: it runs the fused kernels under Triton's interpreter)."""
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from tool_runs import run_ok
+from tool_runs import interpreter_env, run_ok
 from torch import nn
 
 from mmlvit.benchmark import op_traffic, tensor_memory
@@ -82,11 +81,10 @@ def test_a_launch_counts_the_distinct_bytes_it_moves():
     """A probe kernel under Triton's interpreter (in a fresh process):
     loads repeated within and across its programs count once, masked-out
     elements not at all (tests/benchmark/launch_bytes_interpreter.py)."""
-    env = dict(os.environ, TRITON_INTERPRET='1', CUDA_VISIBLE_DEVICES='')
     out = run_ok(
         [sys.executable, 'launch_bytes_interpreter.py'],
         cwd=HERE,
-        env=env,
+        env=interpreter_env(),
         timeout=300,
     )
     counted = json.loads(out.stdout.strip().splitlines()[-1])

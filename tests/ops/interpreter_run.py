@@ -8,31 +8,22 @@ it. Its report is the JSON of its last line of output.
 
 import atexit
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tool_runs import interpreter_env
 
 HERE = Path(__file__).parent
-REPO_ROOT = HERE.parents[1]
 
 
 def start(script):
     """Start ``script`` (a file of this folder); returns the process."""
-    paths = [str(REPO_ROOT), *os.environ.get('PYTHONPATH', '').split(':')]
-    env = dict(
-        os.environ,
-        TRITON_INTERPRET='1',
-        CUDA_VISIBLE_DEVICES='',
-        PYTHONPATH=':'.join(p for p in paths if p),
-    )
-    env.setdefault('OMP_NUM_THREADS', '1')
     process = subprocess.Popen(
         [sys.executable, str(HERE / script)],
         cwd=HERE,
-        env=env,
+        env=interpreter_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
