@@ -13,8 +13,9 @@ W (2 C, R) and b (2 C,) the up-projection and l = f W^T + b the logits
   db = sum dl (over its tokens).
 
 A feature program takes ``BLOCK_M`` token rows (and, backward,
-``BLOCK_C`` channels) of contiguous x, f, W_down; its products are fp32
-(``input_precision='ieee'``). A log-gate program takes ``BLOCK_N`` tokens
+``BLOCK_C`` channels) of contiguous x, f, W_down, with fp32 products: one
+``input_precision='ieee'`` product per block of channels forward, one
+feature at a time backward. A log-gate program takes ``BLOCK_N`` tokens
 of one head of width D; its channels are ``head * D + [0, D)`` of the
 2 C, the forward direction's heads first. f, W, b and g are contiguous;
 dg is a (B, H, N, D) view addressed through (batch, head, token) strides

@@ -171,10 +171,12 @@ class LogGates(torch.autograd.Function):
         B, N, R = features.shape
         H, channels = ctx.num_heads, up_weight.shape[0]
         width = channels // (2 * H)
-        partial = functools.partial(features.new_empty, dtype=torch.float32)
-        d_features = partial(2 * H, B, N, R)
-        d_weight = partial(_tiles(N), B, channels, R)
-        d_bias = partial(_tiles(N), B, channels)
+        partial_sums = functools.partial(
+            features.new_empty, dtype=torch.float32
+        )
+        d_features = partial_sums(2 * H, B, N, R)
+        d_weight = partial_sums(_tiles(N), B, channels, R)
+        d_bias = partial_sums(_tiles(N), B, channels)
         for direction, grad in enumerate((dg_fwd, dg_bwd)):
             grad = grad if grad.stride(-1) == 1 else grad.contiguous()
             kernels.log_gate_grad_kernel[(_tiles(N), B * H)](
