@@ -117,7 +117,7 @@ class GateFeatures(torch.autograd.Function):
 def feature_constants(rank: int, grad: bool = False) -> dict:
     """The feature kernels' compile-time options for ``rank`` features:
     tiles of 64 tokens by 32 channels, 4 warps forward and 8 backward
-    (sm_90, bf16: 60 and 64 registers a thread, no spills;
+    (sm_90, bf16: 60 and 155 registers a thread, no spills;
     tools/analysis/kernel_resources.py)."""
     from ..fused_linear.function import _width
 
@@ -135,7 +135,10 @@ def launch_constants(width: int, rank: int) -> dict:
     from ..fused_linear.function import _width
 
     return dict(
-        R=rank, BLOCK_N=BLOCK_N, BLOCK_D=_width(width), num_warps=NUM_WARPS
+        BLOCK_N=BLOCK_N,
+        BLOCK_D=_width(width),
+        BLOCK_R=_width(rank),
+        num_warps=NUM_WARPS,
     )
 
 
@@ -156,7 +159,7 @@ class LogGates(torch.autograd.Function):
         width = up_weight.shape[0] // (2 * num_heads)
         gates = features.new_empty(B, N, up_weight.shape[0])
         kernels.log_gate_kernel[(_tiles(N), B * 2 * num_heads)](
-            features, up_weight, up_bias, gates, num_heads, N, width,
+            features, up_weight, up_bias, gates, num_heads, N, width, R,
             1.0 / temperature, **launch_constants(width, R),
         )  # fmt: skip
         ctx.save_for_backward(features, up_weight, up_bias)
@@ -181,7 +184,7 @@ class LogGates(torch.autograd.Function):
             grad = grad if grad.stride(-1) == 1 else grad.contiguous()
             kernels.log_gate_grad_kernel[(_tiles(N), B * H)](
                 features, up_weight, up_bias, grad, d_features, d_weight,
-                d_bias, *grad.stride()[:3], B, H, N, width, direction,
+                d_bias, *grad.stride()[:3], B, H, N, width, R, direction,
                 1.0 / ctx.temperature, **launch_constants(width, R),
             )  # fmt: skip
         return (
