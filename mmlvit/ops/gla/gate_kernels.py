@@ -40,6 +40,15 @@ SIZES = ['B', 'H', 'N']
 
 
 @triton.jit
+def _matrix(ptr, rows, cols, row_stride, col_stride, row_mask, col_mask):
+    """The fp32 tile ``ptr[rows * row_stride + cols * col_stride]``, zero
+    where either mask is off."""
+    offsets = rows[:, None] * row_stride + cols[None, :] * col_stride
+    mask = row_mask[:, None] & col_mask[None, :]
+    return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
 def _gate_operands(
     f_ptr, w_ptr, rows, valid, channels, inside, R,
     BLOCK_R: tl.constexpr,
@@ -49,16 +58,8 @@ def _gate_operands(
     channels."""
     ranks = tl.arange(0, BLOCK_R)
     ranked = ranks < R
-    f = tl.load(
-        f_ptr + rows[:, None] * R + ranks[None, :],
-        mask=valid[:, None] & ranked[None, :],
-        other=0.0,
-    ).to(tl.float32)
-    w = tl.load(
-        w_ptr + channels[None, :] * R + ranks[:, None],
-        mask=ranked[:, None] & inside[None, :],
-        other=0.0,
-    ).to(tl.float32)
+    f = _matrix(f_ptr, rows, ranks, R, 1, valid, ranked)
+    w = _matrix(w_ptr, ranks, channels, 1, R, ranked, inside)
     return f, w, ranks, ranked
 
 
@@ -161,16 +162,8 @@ def gate_features_kernel(
     for c0 in range(0, C, BLOCK_C):
         channels = c0 + cols
         inside = channels < C
-        x = tl.load(
-            x_ptr + rows[:, None] * C + channels[None, :],
-            mask=valid[:, None] & inside[None, :],
-            other=0.0,
-        ).to(tl.float32)
-        w = tl.load(
-            w_ptr + ranks[None, :] * C + channels[:, None],
-            mask=inside[:, None] & ranked[None, :],
-            other=0.0,
-        ).to(tl.float32)
+        x = _matrix(x_ptr, rows, channels, C, 1, valid, inside)
+        w = _matrix(w_ptr, channels, ranks, 1, C, inside, ranked)
         f += tl.dot(x, w, input_precision='ieee')
     tl.store(
         f_ptr + rows[:, None] * R + ranks[None, :],
@@ -193,21 +186,13 @@ def gate_features_grad_kernel(
     )
     channels = tl.program_id(1) * BLOCK_C + cols
     inside = channels < C
-    df = tl.load(
-        df_ptr + rows[:, None] * R + ranks[None, :],
-        mask=valid[:, None] & ranked[None, :],
-        other=0.0,
-    ).to(tl.float32)
-    w = tl.load(
-        w_ptr + ranks[:, None] * C + channels[None, :],
-        mask=ranked[:, None] & inside[None, :],
-        other=0.0,
-    ).to(tl.float32)
+    df = _matrix(df_ptr, rows, ranks, R, 1, valid, ranked)
+    w = _matrix(w_ptr, ranks, channels, C, 1, ranked, inside)
     tokens = valid[:, None] & inside[None, :]
     x_offsets = rows[:, None] * C + channels[None, :]
     dx = tl.dot(df, w, input_precision='ieee')
     tl.store(dx_ptr + x_offsets, dx.to(dx_ptr.dtype.element_ty), mask=tokens)
-    x = tl.load(x_ptr + x_offsets, mask=tokens, other=0.0).to(tl.float32)
+    x = _matrix(x_ptr, rows, channels, C, 1, valid, inside)
     dw = tl.dot(tl.trans(df), x, input_precision='ieee')
     slot = tl.program_id(0).to(tl.int64) * R + ranks
     tl.store(

@@ -117,7 +117,7 @@ class GateFeatures(torch.autograd.Function):
 def feature_constants(rank: int, grad: bool = False) -> dict:
     """The feature kernels' compile-time options for ``rank`` features:
     tiles of 64 tokens by 32 channels, 4 warps forward and 8 backward
-    (sm_90, bf16: 60 and 155 registers a thread, no spills;
+    (sm_90, bf16: 55 and 155 registers a thread, no spills;
     tools/analysis/kernel_resources.py)."""
     from ..fused_linear.function import _width
 
