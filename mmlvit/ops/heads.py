@@ -23,15 +23,10 @@ def qkv_gradients(q: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(buffer[:, :, i].transpose(1, 2) for i in range(3))
 
 
-def common_buffer(dq, dk, dv):
-    """The (B, N, 3, h, d) tensor whose slots dq, dk, dv (B, h, N, d) are,
-    as :func:`qkv_gradients` lays them out, or None."""
-    return _buffer_of(dq, dk, dv)
-
-
-def _buffer_of(*grads):
+def common_buffer(*grads):
     """The (B, N, 3, h, d) tensor whose first ``len(grads)`` slots the
-    (B, h, N, d) ``grads`` are (:func:`qkv_gradients`' layout), or None."""
+    (B, h, N, d) ``grads`` are (dq, dk, dv as :func:`qkv_gradients` lays
+    them out, or the first of them), or None."""
     base = grads[0]._base
     if base is None or any(g._base is not base for g in grads):
         return None
@@ -66,7 +61,7 @@ class SplitQKV(torch.autograd.Function):
         base = common_buffer(dq, dk, dv)
         if base is not None:
             return base
-        base = _buffer_of(dq, dk)
+        base = common_buffer(dq, dk)
         if base is not None and base.dtype == dv.dtype:
             base[:, :, 2].copy_(dv.transpose(1, 2))
             return base
