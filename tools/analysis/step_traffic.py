@@ -151,8 +151,7 @@ def main(argv=None):
         f'arch {args.arch}, autocast {args.dtype}, MiB per image and block '
         "moved by PyTorch's ops (by phase) and by the Triton launches "
         f'(the distinct bytes each loads and stores); step: {args.depth} '
-        f'blocks, batch '
-        f'{args.batch_size}, ms at {args.bandwidth:g} GB/s\n',
+        f'blocks, batch {args.batch_size}, ms at {args.bandwidth:g} GB/s\n',
     )
     core.write_table(osp.join(args.out_dir, 'table.md'), '\n'.join(lines), [])
 
