@@ -22,6 +22,7 @@ os.environ['TRITON_INTERPRET'] = '1'
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from fused_linear_interpreter import (  # noqa: E402
+    DTYPES,
     keeping_besides,
     module_against_reference,
     relative,
@@ -30,12 +31,6 @@ from fused_linear_interpreter import (  # noqa: E402
 from mmlvit.models.attentions import MHLAttention  # noqa: E402
 from mmlvit.ops import depthwise_conv  # noqa: E402
 from mmlvit.ops.fused_linear import function as fused_function  # noqa: E402
-
-DTYPES = {
-    'fp32': torch.float32,
-    'bf16': torch.bfloat16,
-    'fp16': torch.float16,
-}
 
 
 def grid_view(tokens, grid):

@@ -18,16 +18,15 @@ if 'triton' in sys.modules:
 os.environ['TRITON_INTERPRET'] = '1'
 
 import torch  # noqa: E402
-from fused_linear_interpreter import keeping_besides, relative  # noqa: E402
+from fused_linear_interpreter import (  # noqa: E402
+    DTYPES,
+    keeping_besides,
+    relative,
+)
 
 from mmlvit.models.attentions import GatedLinearAttention  # noqa: E402
 from mmlvit.ops.gated_norm import function, gated_rms_norm  # noqa: E402
 
-DTYPES = {
-    'fp32': torch.float32,
-    'bf16': torch.bfloat16,
-    'fp16': torch.float16,
-}
 EPS = 1e-5
 
 

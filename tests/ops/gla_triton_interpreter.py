@@ -20,6 +20,7 @@ if 'triton' in sys.modules:
 os.environ['TRITON_INTERPRET'] = '1'
 
 import torch  # noqa: E402
+from fused_linear_interpreter import DTYPES  # noqa: E402
 from gla_inputs import grads, inputs  # noqa: E402
 
 from mmlvit.ops.gla import (  # noqa: E402
@@ -32,11 +33,6 @@ from mmlvit.ops.heads import common_buffer  # noqa: E402
 
 NAMES = 'q k v g_fwd g_bwd'.split()
 FLAG = torch.int32  # the dtype of the passes' chunk flags
-DTYPES = {
-    'fp32': torch.float32,
-    'bf16': torch.bfloat16,
-    'fp16': torch.float16,
-}
 
 
 def oracle(q, k, v, g_fwd, g_bwd, scale):
