@@ -33,19 +33,20 @@ MODES = {
     'mhla': kernels.MHLA,
 }
 BLOCK_N = 64  # tokens per tile
-# The state kernel: at 8 warps 94 registers a thread and 16 resident warps,
-# at 4 160 and 12 (Triton 3.6: 97 / 16 against 189 / 8); no spill either
-# way, the same tensor-core (HGMMA) products (sm_90, bf16, d = 64).
+# The state kernel: at 8 warps 102 registers a thread and 16 resident
+# warps, at 4 150 and 12 (Triton 3.6: 109 / 16 against 152 / 12); no spill
+# either way, the same tensor-core (HGMMA) products (sm_90, bf16, d = 64).
 NUM_WARPS = 8
 # The gradient kernels hold the state, its transpose and its gradient as
-# fp32 tiles beside the token tiles: at 4 warps they spill (sm_90, bf16,
-# d = 64: 272 and 64 bytes a thread), at 8 not
-# (tools/analysis/kernel_resources.py).
+# fp32 tiles beside the token tiles: at 4 warps they take 194 and 166
+# registers a thread (8 and 12 resident warps), at 8 128 and 81 (16 and
+# 16); no spill (sm_90, bf16, d = 64, tools/analysis/kernel_resources.py).
 GRAD_NUM_WARPS = 8
-# The query-gradient kernel runs its token range in tiles of 32: tiles of
-# 64 spill inside its loop with Triton 3.6 (176 bytes a thread in bf16,
-# 384 in fp16) and in fp16 with 3.8 (152); tiles of 32 spill with
-# neither (171-186 registers; sm_90, d = 64, 8 warps).
+# The query-gradient kernel runs its token range in tiles of 32: 128-172
+# registers a thread in bf16 and fp16 with Triton 3.6 and 3.8 (8-16
+# resident warps), against 230-255 (8) for tiles of 64 at about the same
+# instructions a token (13-15 in bf16); no spill in the loop either way
+# (sm_90, d = 64, 8 warps).
 QUERY_GRAD_BLOCK_N = 32
 # Products of bf16 inputs: 'bf16' rounds their fp32 operands (feature
 # maps, states) to bf16 and runs the tensor cores at full rate; bf16 has
@@ -54,10 +55,10 @@ QUERY_GRAD_BLOCK_N = 32
 # (a key sum can pass fp16's range), fp32 ones at 'ieee'.
 BF16_PRODUCTS = 'bf16'
 # The one-launch forward (:meth:`Launch.attention`) holds a head's state
-# while it streams the head's tokens twice: tiles of 32 at 8 warps take 78
-# registers a thread and no spill, so 24 warps share a multiprocessor
-# (tiles of 64 at 4 warps: 214 registers, 8 warps; sm_90, bf16, d = 64,
-# tools/analysis/kernel_resources.py).
+# while it streams the head's tokens twice: tiles of 32 at 8 warps take 74
+# registers a thread (Triton 3.6: 72) and no spill, so 24 warps share a
+# multiprocessor (tiles of 64 at 4 warps: 150 registers, 12 warps; sm_90,
+# bf16, d = 64, tools/analysis/kernel_resources.py).
 ONE_LAUNCH_BLOCK_N = 32
 ONE_LAUNCH_NUM_WARPS = 8
 # The output launch runs a segment's tokens in ranges of up to 8 tiles of

@@ -190,12 +190,17 @@ def _range_state(
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
 ):  # fmt: skip
     """S, z, z_v (fp32) of token range ``split`` of segment ``seg`` of
-    head ``bh``: ``tiles_per_split`` tiles."""
+    head ``bh``: ``tiles_per_split`` tiles.
+
+    z and z_v add up whole tiles, summed over their tokens once after the
+    loop: a tile's sum over its tokens is a reduction across the
+    program's warps (shuffles and barriers), which in the loop ran once a
+    tile (tools/analysis/kernel_resources.py --loops)."""
     ck = tl.arange(0, BLOCK_K)
     cv = tl.arange(0, BLOCK_V)
     s = tl.zeros((BLOCK_K, BLOCK_V), tl.float32)
-    z = tl.zeros((BLOCK_K,), tl.float32)
-    zv = tl.zeros((BLOCK_V,), tl.float32)
+    z = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
+    zv = tl.zeros((BLOCK_N, BLOCK_V), tl.float32)
     for t in range(tiles_per_split):
         idx, _ = _range_tokens(split, t, tiles_per_split, seg_len, BLOCK_N)
         tokens, valid = _tokens(
@@ -205,10 +210,10 @@ def _range_state(
         v = _tile(v_ptr, svb, svh, svn, bh, H, tokens, valid, cv, DV)
         phi_k = _phi_tile(k, valid, ck, DK, MODE)
         s += _dot(tl.trans(phi_k), v, PRECISION)
-        z += tl.sum(phi_k, axis=0)
+        z += phi_k
         if MODE == 3:
-            zv += tl.sum(v, axis=0)
-    return s, z, zv
+            zv += v
+    return s, tl.sum(z, axis=0), tl.sum(zv, axis=0)
 
 
 @triton.jit
@@ -348,6 +353,7 @@ def query_grad_kernel(
     d phi(q) = d num S^T + d den z, dS += phi(q)^T d num, dz += phi(q) d den.
     InLine: dq = alpha (do S^T - (do . v_bar) z), dS += alpha q^T do,
     dz -= alpha (do . v_bar) q, dz_v += do (1 - alpha q . z) / N.
+    dz and dz_v add up whole tiles, as in :func:`_range_state`.
     """
     bh, seg, split, state = _split_program(splits)
     ck = tl.arange(0, BLOCK_K)
@@ -358,8 +364,8 @@ def query_grad_kernel(
     z = tl.load(z_ptr + offsets[1])
     v_bar = tl.load(zv_ptr + offsets[2]) / seg_len
     ds = tl.zeros((BLOCK_K, BLOCK_V), tl.float32)
-    dz = tl.zeros((BLOCK_K,), tl.float32)
-    dzv = tl.zeros((BLOCK_V,), tl.float32)
+    dz = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
+    dzv = tl.zeros((BLOCK_N, BLOCK_V), tl.float32)
     for t in range(tiles_per_split):
         idx, _ = _range_tokens(split, t, tiles_per_split, seg_len, BLOCK_N)
         tokens, valid = _tokens(
@@ -375,8 +381,8 @@ def query_grad_kernel(
                 _dot(do, s_t, PRECISION) - do_v[:, None] * z[None, :]
             )
             ds += alpha * _dot(tl.trans(phi_q), do, PRECISION)
-            dz -= alpha * tl.sum(phi_q * do_v[:, None], axis=0)
-            dzv += tl.sum(do * (1.0 - alpha * qz)[:, None], axis=0) / seg_len
+            dz -= alpha * phi_q * do_v[:, None]
+            dzv += do * ((1.0 - alpha * qz) / seg_len)[:, None]
         else:
             den = qz + eps
             o = _dot(phi_q, s, PRECISION) / den[:, None]
@@ -385,12 +391,12 @@ def query_grad_kernel(
             d_phi = _dot(d_num, s_t, PRECISION)
             dq = (d_phi + d_den[:, None] * z[None, :]) * _phi_grad(q, MODE)
             ds += _dot(tl.trans(phi_q), d_num, PRECISION)
-            dz += tl.sum(phi_q * d_den[:, None], axis=0)
+            dz += phi_q * d_den[:, None]
         _store(dq_ptr, sdqb, sdqh, sdqn, bh, H, tokens, valid, ck, DK, dq)
     offsets = _state_offsets(state * splits + split, BLOCK_K, BLOCK_V)
     tl.store(ds_ptr + offsets[0], ds)
-    tl.store(dz_ptr + offsets[1], dz)
-    tl.store(dzv_ptr + offsets[2], dzv)
+    tl.store(dz_ptr + offsets[1], tl.sum(dz, axis=0))
+    tl.store(dzv_ptr + offsets[2], tl.sum(dzv, axis=0))
 
 
 @triton.jit(do_not_specialize=SIZES + ['tiles_per_seg'])
