@@ -182,6 +182,14 @@ def check_widths(T):
     return compare([q, k, v, g_fwd, g_bwd])
 
 
+def check_wide(T):
+    """fp32, heads of 64 channels (ViT-B's): the state scans take two
+    blocks of 32 key channels, each by all 64 value channels."""
+    return compare(
+        inputs(B=1, H=1, T=T, d=64, dtype=torch.float32, seed=5, gate=2)
+    )
+
+
 def module_gradients(m, x, hw_shape):
     """Output, and gradients of x and of every parameter, of ``m``."""
     x = x.clone().requires_grad_()
@@ -249,6 +257,7 @@ CHECKS = {
     'strided fp32 T=150': (check_strided, (150, 'fp32')),
     'vanishing fp32 T=80': (check_vanishing, (80,)),
     'widths fp32 T=150': (check_widths, (150,)),
+    'wide fp32 T=80': (check_wide, (80,)),
     'strided bf16 T=80': (check_strided, (80, 'bf16')),
     'strided fp16 T=80': (check_strided, (80, 'fp16')),
     # 7 x 7 patches and a class token: T = 50, one partial chunk.

@@ -91,6 +91,13 @@ def test_fp32_output_and_gradients_equal_oracle(interpreted):
     assert_close(report, rtol=2e-5)
 
 
+def test_heads_of_64_equal_oracle(interpreted):
+    """d = 64, ViT-B's heads: the state scans split the key channels into
+    two blocks (each with every value channel), the other launches take
+    the whole width."""
+    assert_close(interpreted['wide fp32 T=80'], rtol=2e-5)
+
+
 def test_strided_views_reach_the_kernels_uncopied(interpreted):
     """q, k, v as the module makes them, views of one (B, N, 3, H, d)
     projection: the kernels get their strides, no contiguous copy."""

@@ -6,7 +6,7 @@ Chunks of 64 tokens are taken in one of three ways, by their gates' sums
 the chunk's ends (the usual case), or by 16-token sub-blocks whose
 diagonals are factored or, for the strongest gates, exact. Forward: one
 launch scans the chunk states of both directions (``chunk_states_kernel``,
-grid (K / 32, V / 32, 2 B H)), one computes the outputs of the chunks
+grid (K / 32, 1, 2 B H)), one computes the outputs of the chunks
 taken whole (``chunk_fwd_kernel``, grid (V / 64, T / 64, B H)) and one
 those of the others (``bigla_fwd_kernel``, the same grid). Backward: the
 states and their gradients are rescanned; dq, dk, dv and the per-token
@@ -48,11 +48,14 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Fixed launch configuration of each kernel (Triton's launch options), 8
 # warps where 4 would spill or hold half the resident warps (sm_90, bf16,
 # d = 64; tools/analysis/kernel_resources.py). Registers a thread and
-# spilled bytes at 8 warps: whole chunks forward 191 / 0, backward (dq,
-# dk, dv) 255 / 0, 255 / 40, 207 / 0, straight-line code; sub-blocks
-# forward 128 / 0, backward 249 / 0 (factored diagonals) and 255 / 48
-# (exact, a (16, 16, d_k) decay tile), outside their inner loops; the
-# state scan 128 / 0 (222 at 4 warps).
+# spilled bytes at 8 warps (Triton 3.8): whole chunks forward 151 / 0,
+# backward (dq, dk, dv) 212 / 0, 216 / 0, 183 / 0, straight-line code;
+# sub-blocks forward 164 / 0, backward 255 / 0 (factored diagonals) and
+# 255 / 128 (exact, a (16, 16, d_k) decay tile); the state scan 80 / 0
+# (128 at 4 warps) in blocks of 32 key channels by every value channel:
+# an iteration runs about the instructions of a 32 x 32 block's (the
+# gates' sums and decays are the key channels' work), so half the
+# programs do the scan.
 LAUNCH = {
     'states': dict(num_warps=8),
     'whole_forward': dict(num_warps=8),
@@ -80,10 +83,11 @@ def _width(d, least=16):
 
 def tile_widths(K, V):
     """Channel tiles (BK, BV) of each launch for heads of d_k = K and
-    d_v = V: the state scans take 32 x 32 blocks of a state, the outputs
-    up to 64 value channels, the gradients every channel."""
+    d_v = V: the state scans take blocks of 32 key channels by every
+    value channel, the outputs up to 64 value channels, the gradients
+    every channel."""
     return dict(
-        states=dict(BK=min(32, _width(K)), BV=min(32, _width(V))),
+        states=dict(BK=min(32, _width(K)), BV=_width(V)),
         forward=dict(BK=_width(K), BV=min(64, _width(V))),
         backward=dict(BK=_width(K), BV=_width(V)),
         gate_grad=dict(BK=min(32, _width(K))),
