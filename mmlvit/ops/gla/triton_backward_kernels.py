@@ -224,13 +224,29 @@ def bigla_bwd_kernel(
         before_b += tb_r
 
 
+@triton.jit
+def _carried_cumsum(dg, ks, T, NT, K, BT: tl.constexpr, REVERSE: tl.constexpr):
+    """Sum one direction's ``dg`` (T, K) over its tokens in place, chunk
+    by chunk with a carried total: over tokens >= t (``REVERSE``, from
+    the last chunk) or <= t."""
+    carry = tl.zeros(ks.shape, dtype=tl.float32)
+    for n in range(NT):
+        c = NT - 1 - n if REVERSE else n
+        rows = c * BT + tl.arange(0, BT)
+        x = _tile(dg, rows, ks, K, 1, T, K)
+        sums = tl.cumsum(x, 0, reverse=REVERSE)
+        _put(dg, sums + carry[None, :], rows, ks, K, 1, T, K)
+        carry += tl.sum(x, 0)
+
+
 @triton.jit(do_not_specialize=['T', 'NT'])
 def gate_grad_cumsum_kernel(
     dg, T, NT, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr
 ):
     """In place on ``dg`` (2, B, H, T, K) fp32: dg[0] summed over tokens
     >= t (dL/dgf from dL/dbf), dg[1] over tokens <= t (dL/dgb from
-    dL/drb), chunk by chunk with a carried total.
+    dL/drb), chunk by chunk with a carried total; one loop for the
+    program's direction, one scan an iteration.
 
     Grid: (cdiv(K, BK), B * H, 2).
     """
@@ -238,13 +254,7 @@ def gate_grad_cumsum_kernel(
     n_bh = tl.num_programs(1)
     dg += (i_dir * n_bh + i_bh).to(tl.int64) * T * K
     ks = i_k * BK + tl.arange(0, BK)
-    carry = tl.zeros([BK], dtype=tl.float32)
-    for n in range(NT):
-        c = n + (1 - i_dir) * (NT - 1 - 2 * n)
-        rows = c * BT + tl.arange(0, BT)
-        x = _tile(dg, rows, ks, K, 1, T, K)
-        sums = tl.where(
-            i_dir == 0, tl.cumsum(x, 0, reverse=True), tl.cumsum(x, 0)
-        )
-        _put(dg, sums + carry[None, :], rows, ks, K, 1, T, K)
-        carry += tl.sum(x, 0)
+    if i_dir == 0:
+        _carried_cumsum(dg, ks, T, NT, K, BT, True)
+    else:
+        _carried_cumsum(dg, ks, T, NT, K, BT, False)
