@@ -9,12 +9,12 @@ from ..fused_linear.function import token_splits
 from . import kernels
 
 # A program holds fp32 tiles of BLOCK_N tokens x 64 channels and their
-# 64-bit addresses. Tiles of 32 at 8 warps: 62-76 registers a thread, 24-32
-# resident warps (Triton 3.6: 73-105, 16-24), for about the same
-# instructions per token as tiles of 64 (102-112 registers, 16 resident
-# warps; 3.6: 141-234, 8); at 4 warps tiles of 64 took about 255 (sm_90,
-# bf16; tools/analysis/kernel_resources.py). The kernels stream their
-# taps from the caches: resident warps hide that latency.
+# 64-bit addresses. Tiles of 32 at 8 warps: 32-50 registers a thread and
+# 32-64 resident warps (Triton 3.6: 32-54, 32-64); tiles of 64: 47-60 and
+# 32-40, for 17 % fewer instructions a token in the conv's tap loop and
+# as many in the weight gradient's (sm_90, bf16;
+# tools/analysis/kernel_resources.py). The kernels stream their taps from
+# the caches: resident warps hide that latency.
 BLOCK_N = 32
 NUM_WARPS = 8
 MAX_BLOCK_C = 64  # channels per program
@@ -92,10 +92,8 @@ class GridLaunch:
 
     @property
     def weight_grad_constants(self):
-        """:meth:`weight_grads`' compile-time options: the KS^2 taps in a
-        power-of-two tile."""
-        taps = triton.next_power_of_2(self.ks**2)
-        return dict(self.constants, TAPS=taps)
+        """:meth:`weight_grads`' compile-time options."""
+        return dict(self.constants)
 
     def weight_grads(self, x, g):
         """dw[b, t] = sum_p g[p] * x[nbr_t(p)] per image: fp32

@@ -119,34 +119,34 @@ def weight_grad_kernel(
     x_ptr, g_ptr, dw_ptr,
     sxb, sxc, sxy, sxx, sgb, sgc, sgy, sgx,
     C, grid_h, grid_w, N, splits, tiles_per_split,
-    KS: tl.constexpr, TAPS: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_C: tl.constexpr,
+    KS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
     """dw over one token range of one image: grid
-    (B, splits, channel blocks); partial [b, split]. ``TAPS`` is KS^2
-    rounded up to a power of two."""
+    (B, splits, channel blocks); partial [b, split]. Tap by tap, the
+    products g * x of the range's tiles add up as whole tiles and are
+    summed over their tokens once a tap: a sum over a tile's tokens is a
+    reduction across the program's warps, which a tile at a time ran
+    tiles x KS^2 times (tools/analysis/kernel_resources.py --loops)."""
     b = tl.program_id(0)
     split = tl.program_id(1)
     cols = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
-    taps = tl.arange(0, TAPS)
     x_ptr += b.to(tl.int64) * sxb
     g_ptr += b.to(tl.int64) * sgb
-    dw = tl.zeros((TAPS, BLOCK_C), tl.float32)
-    for t in range(tiles_per_split):
-        tokens, valid = _range_tokens(split, t, tiles_per_split, N, BLOCK_N)
-        # g at the centre tap: the tokens themselves.
-        g = _shifted_tile(
-            g_ptr, sgc, sgy, sgx, tokens, valid, grid_h, grid_w,
-            KS * KS // 2, cols, C, KS,
-        )  # fmt: skip
-        for tap in range(KS * KS):  # a loop, as in _weighted_taps
+    dw_ptr += (b * splits + split).to(tl.int64) * KS * KS * C + cols
+    for tap in range(KS * KS):  # a loop, as in _weighted_taps
+        acc = tl.zeros((BLOCK_N, BLOCK_C), tl.float32)
+        for t in range(tiles_per_split):
+            tokens, valid = _range_tokens(
+                split, t, tiles_per_split, N, BLOCK_N
+            )
+            # g at the centre tap: the tokens themselves.
+            g = _shifted_tile(
+                g_ptr, sgc, sgy, sgx, tokens, valid, grid_h, grid_w,
+                KS * KS // 2, cols, C, KS,
+            )  # fmt: skip
             x = _shifted_tile(
                 x_ptr, sxc, sxy, sxx, tokens, valid, grid_h, grid_w, tap,
                 cols, C, KS,
             )  # fmt: skip
-            row = tl.sum(g * x, axis=0)
-            dw += tl.where(taps[:, None] == tap, row[None, :], 0.0)
-    index = (b * splits + split).to(tl.int64)
-    offsets = index * KS * KS * C + taps[:, None] * C + cols[None, :]
-    mask = (taps[:, None] < KS * KS) & (cols[None, :] < C)
-    tl.store(dw_ptr + offsets, dw, mask=mask)
+            acc += g * x
+        tl.store(dw_ptr + tap * C, tl.sum(acc, axis=0), mask=cols < C)
