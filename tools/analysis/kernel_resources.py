@@ -132,7 +132,7 @@ def depthwise_conv_cases(dtype, name, d, arch=90):
         )
         for kind, options in (
             ('conv', conv),
-            ('weight_grad', launch.weight_grad_constants),
+            ('weight_grad', launch.constants),
         ):
             fn = getattr(kernels, f'{kind}_kernel')
             # Grids laid out token-major: the channels' strides are 1.

@@ -90,11 +90,6 @@ class GridLaunch:
         flags = dict(PER_IMAGE=per_image, HAS_BIAS=has_bias, FLIP=flip)
         return dict(self.constants, **flags)
 
-    @property
-    def weight_grad_constants(self):
-        """:meth:`weight_grads`' compile-time options."""
-        return dict(self.constants)
-
     def weight_grads(self, x, g):
         """dw[b, t] = sum_p g[p] * x[nbr_t(p)] per image: fp32
         (B, KS^2, C)."""
@@ -104,7 +99,7 @@ class GridLaunch:
         grid = (self.B, self.splits, self.channel_blocks)
         kernels.weight_grad_kernel[grid](
             x, g, dw, *x.stride(), *g.stride(), *self.sizes,
-            self.splits, self.per_split, **self.weight_grad_constants,
+            self.splits, self.per_split, **self.constants,
         )  # fmt: skip
         return dw.sum(1)
 
