@@ -50,8 +50,8 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # d = 64; tools/analysis/kernel_resources.py). Registers a thread and
 # spilled bytes at 8 warps (Triton 3.8): whole chunks forward 151 / 0,
 # backward (dq, dk, dv) 212 / 0, 216 / 0, 183 / 0, straight-line code;
-# sub-blocks forward 164 / 0, backward 255 / 0 (factored diagonals) and
-# 255 / 128 (exact, a (16, 16, d_k) decay tile); the state scan 80 / 0
+# sub-blocks forward 170 / 0, backward 255 / 0 (factored diagonals) and
+# 255 / 144 (exact, a (16, 16, d_k) decay tile); the state scan 80 / 0
 # (128 at 4 warps) in blocks of 32 key channels by every value channel:
 # an iteration runs about the instructions of a 32 x 32 block's (the
 # gates' sums and decays are the key channels' work), so half the

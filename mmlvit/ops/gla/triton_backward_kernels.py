@@ -90,25 +90,23 @@ def bigla_bwd_kernel(
     ks, vs = tl.arange(0, BK), tl.arange(0, BV)
     NC: tl.constexpr = BT // BC
     sub = tl.arange(0, BC)
-    # Nothing is read for another launch's chunk.
+    # Nothing runs for another launch's chunk.
     kind = tl.load(kinds + i_bh.to(tl.int64) * NT + i_c)
-    if EXACT:
-        mine = kind == EXACT_DIAGONALS
-    else:
-        mine = kind == FACTORED_DIAGONALS
-    chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V, mine)
+    if kind != (EXACT_DIAGONALS if EXACT else FACTORED_DIAGONALS):
+        return
+    chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V)
     state_f = _chunk_state(states, 0, *chunk)
     state_b = _chunk_state(states, 1, *chunk)
     d_next_b = _chunk_state(d_states, 0, *chunk)
     d_next_f = _chunk_state(d_states, 1, *chunk)
     rows = i_c * BT + tl.arange(0, BT)
-    total_f = tl.sum(_tile(gf, rows, ks, sft, sfd, T * mine, K), 0)
-    total_b = tl.sum(_tile(gb, rows, ks, sgt, sgd, T * mine, K), 0)
+    total_f = tl.sum(_tile(gf, rows, ks, sft, sfd, T, K), 0)
+    total_b = tl.sum(_tile(gb, rows, ks, sgt, sgd, T, K), 0)
     before_f = tl.zeros([BK], dtype=tl.float32)
     before_b = tl.zeros([BK], dtype=tl.float32)
     # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
     # several sub-blocks' tiles live at once and spills (kernel_resources).
-    for r in range(NC * mine.to(tl.int32)):
+    for r in range(NC):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
         k_r = _tile(k, rows_r, ks, skt, skd, T, K)

@@ -145,7 +145,7 @@ def chunk_fwd_kernel(
         q_c = _tile(_base(q, i_b, i_h, sqb, sqh), rows, ks, sqt, sqd, T, K)
         k_c = _tile(_base(k, i_b, i_h, skb, skh), rows, ks, skt, skd, T, K)
         v_c = _tile(_base(v, i_b, i_h, svb, svh), rows, vs, svt, svd, T, V)
-        chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V, True)
+        chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V)
         state = _chunk_state(states, 0, *chunk)
         acc = _mm(q_c * tl.exp(cf), state, DT, DOT)
         state = _chunk_state(states, 1, *chunk)
@@ -211,7 +211,7 @@ def chunk_bwd_kernel(
         q_c = _tile(_base(q, i_b, i_h, sqb, sqh), rows, ks, sqt, sqd, T, K)
         k_c = _tile(_base(k, i_b, i_h, skb, skh), rows, ks, skt, skd, T, K)
         do_c = _tile(_base(do, i_b, i_h, sob, soh), rows, vs, sot, sod, T, V)
-        chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V, True)
+        chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V)
         lower, upper = _triangles(BT)
         if PART == VALUES:
             dv_c = _value_grads(

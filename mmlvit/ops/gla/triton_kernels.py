@@ -62,13 +62,13 @@ def _tile(ptr, rows, cols, stride_t, stride_d, T, D):
 
 
 @triton.jit
-def _chunk_state(ptr, direction, i_bh, i_c, B, H, NT, ks, vs, K, V, live):
+def _chunk_state(ptr, direction, i_bh, i_c, B, H, NT, ks, vs, K, V):
     """The (BK, BV) tile ``ptr[direction, i_bh, i_c]`` of a (2, B * H, NT,
     K, V) buffer of chunk states (in ``DT``, an operand of products only),
-    zero outside (K, V); not read at all (zeros) unless ``live``."""
+    zero outside (K, V)."""
     index = (direction * B * H + i_bh).to(tl.int64) * NT + i_c
     offsets = index * K * V + ks[:, None] * V + vs[None, :]
-    mask = (ks[:, None] < K) & (vs[None, :] < V) & live
+    mask = (ks[:, None] < K) & (vs[None, :] < V)
     return tl.load(ptr + offsets, mask=mask, other=0.0)
 
 
@@ -309,18 +309,19 @@ def bigla_fwd_kernel(
     vs = i_v * BV + tl.arange(0, BV)
     NC: tl.constexpr = BT // BC
     sub = tl.arange(0, BC)
-    # Nothing is read for a chunk taken whole.
-    live = tl.load(whole + (i_v * B * H + i_bh).to(tl.int64) * NT + i_c) == 0
-    chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V, live)
+    # Nothing runs for a chunk taken whole.
+    if tl.load(whole + (i_v * B * H + i_bh).to(tl.int64) * NT + i_c) != 0:
+        return
+    chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V)
     state_f = _chunk_state(states, 0, *chunk)
     state_b = _chunk_state(states, 1, *chunk)
     rows = i_c * BT + tl.arange(0, BT)
-    total_b = tl.sum(_tile(gb, rows, ks, sgt, sgd, T * live, K), 0)
+    total_b = tl.sum(_tile(gb, rows, ks, sgt, sgd, T, K), 0)
     before_f = tl.zeros([BK], dtype=tl.float32)  # gf summed before block r
     before_b = tl.zeros([BK], dtype=tl.float32)
     # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
     # several sub-blocks' tiles live at once and spills (kernel_resources).
-    for r in range(NC * live.to(tl.int32)):
+    for r in range(NC):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
         g_r = _tile(gf, rows_r, ks, sft, sfd, T, K)
