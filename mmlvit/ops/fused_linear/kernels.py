@@ -213,7 +213,9 @@ def _range_state(
         z += phi_k
         if MODE == 3:
             zv += v
-    return s, tl.sum(z, axis=0), tl.sum(zv, axis=0)
+    # z_v is InLine's only: no sum of a zero tile for the others.
+    zv = tl.sum(zv, axis=0) if MODE == 3 else tl.zeros((BLOCK_V,), tl.float32)
+    return s, tl.sum(z, axis=0), zv
 
 
 @triton.jit
