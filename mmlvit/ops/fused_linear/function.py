@@ -34,7 +34,7 @@ MODES = {
 }
 BLOCK_N = 64  # tokens per tile
 # The state kernel: at 8 warps 102 registers a thread and 16 resident
-# warps, at 4 150 and 12 (Triton 3.6: 109 / 16 against 152 / 12); no spill
+# warps, at 4 148 and 12 (Triton 3.6: 109 / 16 against 152 / 12); no spill
 # either way, the same tensor-core (HGMMA) products (sm_90, bf16, d = 64).
 NUM_WARPS = 8
 # The gradient kernels hold the state, its transpose and its gradient as
