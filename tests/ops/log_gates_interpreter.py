@@ -7,8 +7,10 @@ line: per case the relative error ||x - ref|| / ||ref|| of both
 directions' gates and of the gradients of the four inputs (the tokens, the
 down-projection's weight, the up-projection's weight and bias), their
 dtypes, whether everything is finite, the largest gate and what backward
-keeps besides the inputs; then
-the launches GatedLinearAttention on the triton backend makes.
+keeps besides the inputs, for the gates or their cumulative sums within
+chunks (``chunk``: of 64 tokens by the kernels, of others by
+``within_chunks`` after them); then the launches GatedLinearAttention on
+the triton backend makes.
 """
 
 import json
@@ -35,7 +37,7 @@ HALVES = ('bf16', 'fp16')
 
 def check(
     N, H=2, d=16, R=16, B=2, spread=8.0, temperature=16.0, dtype='fp32',
-    seed=0,
+    seed=0, chunk=None,
 ):  # fmt: skip
     """One case: tokens x in ``dtype``, weights in fp32 scaled so that the
     logits have a standard deviation of about ``spread`` (log-sigmoids from
@@ -53,10 +55,12 @@ def check(
         t.requires_grad_()
     grads = [torch.randn(B, H, N, d, generator=g) for _ in range(2)]
     with keeping_besides(*inputs) as kept:
-        gates = log_gates(*inputs, H, temperature, backend='triton')
+        gates = log_gates(
+            *inputs, H, temperature, backend='triton', chunk=chunk
+        )
     torch.autograd.backward(gates, grads)
     refs_in = [t.detach().double().requires_grad_() for t in inputs]
-    refs = log_gates(*refs_in, H, temperature, backend='torch')
+    refs = log_gates(*refs_in, H, temperature, backend='torch', chunk=chunk)
     torch.autograd.backward(refs, [t.double() for t in grads])
     names = ('x', 'down_weight', 'up_weight', 'up_bias')
     return dict(
@@ -64,6 +68,7 @@ def check(
         d=d,
         R=R,
         dtype=dtype,
+        chunk=chunk,
         dtypes=[str(t.dtype) for t in (*gates, *(t.grad for t in inputs))],
         gates=[relative(x, r) for x, r in zip(gates, refs)],
         grads={
@@ -106,6 +111,10 @@ def main():
     cases.append(check(50, d=24, R=5, spread=40.0, temperature=1.0))
     # The tokens as autocast gives them (bf16, fp16), 80 channels a row.
     cases += [check(197, H=5, dtype=name, seed=1) for name in HALVES]
+    # Cumulative within chunks: by the kernels (64), after them (32).
+    cases += [check(N, chunk=64, seed=2) for N in (50, 197)]
+    cases.append(check(197, d=64, H=1, B=1, chunk=64, dtype='bf16'))
+    cases.append(check(150, chunk=32, seed=3))
     print(json.dumps(dict(cases=cases, module_launches=module_launches())))
 
 

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from mmlvit.ops.gla import log_gates
+from mmlvit.ops.gla.gates import within_chunks
 
 
 def test_auto_is_the_reference_on_cpu(monkeypatch):
@@ -30,6 +31,28 @@ def test_auto_is_the_reference_on_cpu(monkeypatch):
         log_gates(*inputs, 3, 16.0, backend='triton')
 
 
+def test_within_chunks_equals_explicit_sums():
+    """Against sums written out token by token, the last chunk partial;
+    gradients flow to the gates."""
+    g_fwd, g_bwd = ((-torch.rand(2, 3, 150, 4)).requires_grad_() for _ in '12')
+    c_fwd, c_bwd = within_chunks(g_fwd, g_bwd, 64)
+    want_fwd, want_bwd = torch.zeros_like(c_fwd), torch.zeros_like(c_bwd)
+    for t in range(150):
+        start, end = t // 64 * 64, min(t // 64 * 64 + 64, 150)
+        want_fwd[:, :, t] = g_fwd[:, :, start : t + 1].sum(2)
+        want_bwd[:, :, t] = g_bwd[:, :, t:end].sum(2)
+    torch.testing.assert_close(c_fwd, want_fwd)
+    torch.testing.assert_close(c_bwd, want_bwd)
+    (c_fwd.sum() + 2 * c_bwd.sum()).backward()
+    # g_t is in the sums at t and after (forward), at t and before.
+    position = torch.arange(150) % 64
+    length = torch.where(torch.arange(150) < 128, 64, 150 - 128)
+    torch.testing.assert_close(
+        g_fwd.grad[0, 0, :, 0], (length - position).float()
+    )
+    torch.testing.assert_close(g_bwd.grad[0, 0, :, 0], 2 * (position + 1.0))
+
+
 interpreter_report = interpreter_run.report_fixture(
     'log_gates_interpreter.py', timeout=600
 )
@@ -40,9 +63,10 @@ def test_kernels_match_float64_reference(interpreter_report):
     rounding to their dtype; backward keeps only the inputs and the
     (B, N, R) fp32 features."""
     cases = interpreter_report['cases']
-    assert {c['N'] for c in cases} == {50, 197}
+    assert {c['N'] for c in cases} == {50, 150, 197}
     assert {(c['d'], c['R']) for c in cases} == {(16, 16), (24, 5), (64, 16)}
     assert {c['dtype'] for c in cases} == {'fp32', 'bf16', 'fp16'}
+    assert {c['chunk'] for c in cases} == {None, 64, 32}
     rounding = {'fp32': 1e-6, 'bf16': 2**-8, 'fp16': 2**-11}
     names = {'fp32': 'float32', 'bf16': 'bfloat16', 'fp16': 'float16'}
     for case in cases:
@@ -67,8 +91,9 @@ def test_gla_module_runs_the_fused_gates(interpreter_report):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize('chunk', [None, 64])
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
-def test_cuda_fused_matches_reference(dtype):
+def test_cuda_fused_matches_reference(dtype, chunk):
     torch.manual_seed(0)
     inputs = (
         torch.randn(8, 1025, 768, device='cuda').to(dtype),
@@ -78,8 +103,8 @@ def test_cuda_fused_matches_reference(dtype):
     )
     fused_in = [t.clone().requires_grad_() for t in inputs]
     refs_in = [t.double().requires_grad_() for t in inputs]
-    gates = log_gates(*fused_in, 12, 16.0)
-    refs = log_gates(*refs_in, 12, 16.0, backend='torch')
+    gates = log_gates(*fused_in, 12, 16.0, chunk=chunk)
+    refs = log_gates(*refs_in, 12, 16.0, backend='torch', chunk=chunk)
     grads = [torch.randn_like(r) for r in refs]
     torch.autograd.backward(gates, [g.float() for g in grads])
     torch.autograd.backward(refs, grads)

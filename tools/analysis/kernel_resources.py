@@ -157,7 +157,7 @@ def gla_cases(dtype, name, d, arch=90):
     tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv', 'x', 'y')
     tokens += ('states', 'd_states', 'out')  # chunk states in DT
     pointers = {n: name for n in tokens}
-    gates = ('gf', 'gb', 'g0', 'g1', 'dg')
+    gates = ('cum_f', 'cum_b', 'g0', 'g1', 'dg')
     pointers.update({n: 'fp32' for n in gates})
     pointers.update(whole='i32', kinds='i32')
     DT, DOT = backend._dtypes(dtype)
@@ -214,8 +214,8 @@ def gla_cases(dtype, name, d, arch=90):
             for diagonal in ('factored diagonals', 'exact diagonals')
         ),
         KernelCase(
-            'gla.gate_grad_cumsum_kernel',
-            triton_backward_kernels.gate_grad_cumsum_kernel,
+            'gla.gate_grad_carry_kernel',
+            triton_backward_kernels.gate_grad_carry_kernel,
             pointers,
             dict(K=d, BT=backend.CHUNK, **tiles['gate_grad']),
             warps['gate_grad'],
@@ -228,13 +228,17 @@ def gla_cases(dtype, name, d, arch=90):
         'fp32',
     )
     rank = 16  # GatedLinearAttention's default gate_low_rank
+    constants, warps = _split_warps(gates.launch_constants(d, rank, True))
     cases += [
         KernelCase(
-            f'gla.{kind}', getattr(gate_kernels, kind), gate_pointers,
-            *_split_warps(gates.launch_constants(d, rank)),
-            floats=('inv_temperature',),
+            f'gla.{kind}{name}', getattr(gate_kernels, kind), gate_pointers,
+            dict(constants, **direction), warps, floats=('inv_temperature',),
         )
-        for kind in ('log_gate_kernel', 'log_gate_grad_kernel')
+        for kind, name, direction in (
+            ('log_gate_kernel', '', {}),
+            ('log_gate_grad_kernel', ' (forward gates)', dict(DIRECTION=0)),
+            ('log_gate_grad_kernel', ' (backward gates)', dict(DIRECTION=1)),
+        )
     ]  # fmt: skip
     feature_pointers = dict(gate_pointers, x_ptr=name, dx_ptr=name)
     cases += [

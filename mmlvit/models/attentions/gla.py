@@ -97,10 +97,12 @@ class GatedLinearAttention(BaseAttention):
         down_weight: Tensor,
         up_weight: Tensor,
         up_bias: Tensor,
+        chunk: int | None = None,
     ) -> tuple[Tensor, Tensor]:
         """:meth:`log_gates` from x (B, N, C) and the gate projections'
         weights given as arguments (the fused scan recomputes the gates from
-        them in backward)."""
+        them in backward, as cumulative sums within its ``chunk``s:
+        :func:`~mmlvit.ops.gla.log_gates`)."""
         return log_gates(
             x,
             down_weight,
@@ -109,6 +111,7 @@ class GatedLinearAttention(BaseAttention):
             self.num_heads,
             self.gate_temperature,
             backend=self.elementwise_backend,
+            chunk=chunk,
         )
 
     def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:

@@ -32,7 +32,9 @@ Modules, as fla's ``ops/gla``:
   their autograd Function.
 - ``fla_backend``: the same operator by fla's Triton ``chunk_gla``.
 - ``gates`` (kernels in ``gate_kernels``): the log-gates from the
-  low-rank gate projection, fused where the scan's kernels run.
+  low-rank gate projection, fused where the scan's kernels run, and
+  their cumulative sums within chunks (``within_chunks``), the form the
+  fused scan takes them in.
 - ``dispatch``: ``bidirectional_gla``, which checks the backend and picks
   one, and ``bidirectional_gla_gated``, the same with gates recomputed in
   backward.

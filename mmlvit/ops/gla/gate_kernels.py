@@ -6,11 +6,15 @@ W (2 C, R) and b (2 C,) the up-projection and l = f W^T + b the logits
 - :func:`gate_features_kernel`: f in fp32 from x in its own dtype (no
   fp32 copy of x); :func:`gate_features_grad_kernel`, given df: dx = df
   W_down in x's dtype and partial sums of dW_down = df^T x;
-- :func:`log_gate_kernel`: g = logsigmoid(l) / T;
-- :func:`log_gate_grad_kernel`, for one scan direction's dg: dl = dg
-  sigmoid(-l) / T, and per program the partial sums of the inputs'
-  gradients, df = dl W (over the program's d channels), dW = dl^T f and
-  db = sum dl (over its tokens).
+- :func:`log_gate_kernel`: g = logsigmoid(l) / T or, with CUMULATIVE,
+  its cumulative sums within the program's ``BLOCK_N`` tokens (a chunk
+  of the fused scan, :func:`~.gates.within_chunks`): from their first
+  token for the forward heads, from their last for the backward ones;
+- :func:`log_gate_grad_kernel`, for one scan direction's dg (with
+  CUMULATIVE, the gradient of those sums, summed back over the chunk
+  first): dl = dg sigmoid(-l) / T, and per program the partial sums of
+  the inputs' gradients, df = dl W (over the program's d channels), dW =
+  dl^T f and db = sum dl (over its tokens).
 
 A feature program takes ``BLOCK_M`` token rows (and, backward,
 ``BLOCK_C`` channels) of contiguous x, f, W_down. A log-gate program
@@ -74,6 +78,7 @@ def _logits(f, w, b_ptr, channels, inside):
 def log_gate_kernel(
     f_ptr, w_ptr, b_ptr, g_ptr, H, N, D, R, inv_temperature,
     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr,
+    CUMULATIVE: tl.constexpr,
 ):  # fmt: skip
     """Grid (cdiv(N, BLOCK_N), B * 2 H): both directions' heads."""
     bh, tokens, valid, cols = _rows(N, BLOCK_N, BLOCK_D)
@@ -88,6 +93,12 @@ def log_gate_kernel(
     # logsigmoid(l) = min(l, 0) - log(1 + exp(-|l|)), exact for any l.
     soft = tl.log(1.0 + tl.exp(-tl.abs(logits)))
     g = (tl.minimum(logits, 0.0) - soft) * inv_temperature
+    if CUMULATIVE:  # over the tokens there are (a reverse sum starts last)
+        g = tl.where(valid[:, None], g, 0.0)
+        if bh % heads < H:
+            g = tl.cumsum(g, 0)
+        else:
+            g = tl.cumsum(g, 0, reverse=True)
     offsets = rows[:, None] * (heads * D) + channels[None, :]
     mask = valid[:, None] & inside[None, :]
     tl.store(g_ptr + offsets, g.to(g_ptr.dtype.element_ty), mask=mask)
@@ -96,15 +107,16 @@ def log_gate_kernel(
 @triton.jit(do_not_specialize=SIZES)
 def log_gate_grad_kernel(
     f_ptr, w_ptr, b_ptr, dg_ptr, df_ptr, dw_ptr, db_ptr,
-    sgb, sgh, sgn, B, H, N, D, R, direction, inv_temperature,
+    sgb, sgh, sgn, B, H, N, D, R, inv_temperature,
     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr,
+    CUMULATIVE: tl.constexpr, DIRECTION: tl.constexpr,
 ):  # fmt: skip
-    """Grid (cdiv(N, BLOCK_N), B * H), the heads of ``direction`` (0:
+    """Grid (cdiv(N, BLOCK_N), B * H), the heads of ``DIRECTION`` (0:
     forward, 1: backward). Partial sums, fp32: df (2 H, B N, R), one per
     head; dW (cdiv(N, BLOCK_N), B, 2 C, R) and db (cdiv(N, BLOCK_N), B,
     2 C), one per token tile and image."""
     bh, tokens, valid, cols = _rows(N, BLOCK_N, BLOCK_D)
-    head = direction * H + bh % H
+    head = DIRECTION * H + bh % H
     rows = (bh // H).to(tl.int64) * N + tokens
     channels = head * D + cols
     inside = cols < D
@@ -113,6 +125,11 @@ def log_gate_grad_kernel(
     )
     logits = _logits(f, w, b_ptr, channels, inside)
     dg = _tile(dg_ptr, sgb, sgh, sgn, bh, H, tokens, valid, cols, D)
+    if CUMULATIVE:  # g_t is in the sums at t and after (before, backward)
+        if DIRECTION == 0:
+            dg = tl.cumsum(dg, 0, reverse=True)
+        else:  # (which carries the sum past the tokens there are)
+            dg = tl.where(valid[:, None], tl.cumsum(dg, 0), 0.0)
     # sigmoid(-l) from exp(-|l|), which cannot overflow; dl is zero
     # outside the tile's tokens and channels, as dg is.
     e = tl.exp(-tl.abs(logits))

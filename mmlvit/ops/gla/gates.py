@@ -29,6 +29,33 @@ def directions(t: Tensor, num_heads: int) -> tuple[Tensor, Tensor]:
     return forward, backward
 
 
+def within_chunks(
+    g_fwd: Tensor, g_bwd: Tensor, chunk: int
+) -> tuple[Tensor, Tensor]:
+    """The log-gates' inclusive cumulative sums within chunks of ``chunk``
+    tokens (the first from token 0; the last may be shorter): the forward
+    gates' from each chunk's first token, the backward gates' from its
+    last. The fused scan's form of the gates (:mod:`.triton_backend`): a
+    span's sum is a difference of two entries.
+
+    Args:
+        g_fwd, g_bwd (Tensor): (B, H, T, d).
+        chunk (int): Tokens per chunk.
+
+    Returns:
+        tuple[Tensor, Tensor]: c_fwd, c_bwd, each (B, H, T, d).
+    """
+    T = g_fwd.shape[2]
+    pad = -T % chunk
+
+    def cumulative(g, reverse):
+        g = F.pad(g, (0, 0, 0, pad)).unflatten(2, (-1, chunk))
+        c = g.flip(3).cumsum(3).flip(3) if reverse else g.cumsum(3)
+        return c.flatten(2, 3)[:, :, :T]
+
+    return cumulative(g_fwd, False), cumulative(g_bwd, True)
+
+
 def log_gates(
     x: Tensor,
     down_weight: Tensor,
@@ -37,10 +64,12 @@ def log_gates(
     num_heads: int,
     temperature: float,
     backend='auto',
+    chunk: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``logsigmoid((x @ down_weight^T) @ up_weight^T + up_bias) /
     temperature`` as the forward and backward log-gates, in at least fp32
-    with autocast off.
+    with autocast off; with ``chunk``, their cumulative sums within chunks
+    (:func:`within_chunks`).
 
     Args:
         x (Tensor): (B, N, C) tokens, C = H d.
@@ -54,11 +83,15 @@ def log_gates(
             while exporting), ``'triton'`` or ``'torch'``; see
             :func:`mmlvit.ops.fused_linear.use_fused`. The fused kernels
             read x in its own dtype (no fp32 copy of it) and never store
-            the (B, N, 2 C) logits.
+            the (B, N, 2 C) logits. For chunks of :data:`BLOCK_N` tokens
+            they write the cumulative sums themselves (one token tile a
+            program).
+        chunk (int, optional): Tokens per chunk of the cumulative sums;
+            None: the log-gates themselves.
 
     Returns:
         tuple[Tensor, Tensor]: g_fwd, g_bwd, each (B, H, N, d) (views of
-        one (B, N, 2 C) tensor), <= 0.
+        one (B, N, 2 C) tensor), <= 0; or c_fwd, c_bwd.
     """
     # The checks see x and the weights by heads: d is the kernels' width.
     per_head = (
@@ -67,14 +100,21 @@ def log_gates(
     )
     if use_fused(backend, *per_head, needs_shared_memory=False):
         features = GateFeatures.apply(x, down_weight)
-        return LogGates.apply(
-            features, up_weight, up_bias, num_heads, temperature
+        cumulative = chunk == BLOCK_N
+        gates = LogGates.apply(
+            features, up_weight, up_bias, num_heads, temperature, cumulative
         )
-    with fp32_scope(x, down_weight, up_weight, up_bias) as upcast:
-        x, down_weight, up_weight, up_bias = upcast
-        logits = F.linear(F.linear(x, down_weight), up_weight, up_bias)
-        # In place: logsigmoid's backward needs its input, not its output.
-        return directions(F.logsigmoid(logits).div_(temperature), num_heads)
+        if chunk is None or cumulative:
+            return gates
+    else:
+        with fp32_scope(x, down_weight, up_weight, up_bias) as upcast:
+            x, down_weight, up_weight, up_bias = upcast
+            logits = F.linear(F.linear(x, down_weight), up_weight, up_bias)
+            # In place: logsigmoid's backward needs its input, not its
+            # output.
+            logits = F.logsigmoid(logits).div_(temperature)
+        gates = directions(logits, num_heads)
+    return gates if chunk is None else within_chunks(*gates, chunk)
 
 
 class GateFeatures(torch.autograd.Function):
@@ -129,27 +169,33 @@ def feature_constants(rank: int, grad: bool = False) -> dict:
     )
 
 
-def launch_constants(width: int, rank: int) -> dict:
+def launch_constants(width: int, rank: int, cumulative: bool) -> dict:
     """The kernels' compile-time options for heads of ``width`` channels
-    and features of ``rank``."""
+    and features of ``rank``, the gates ``cumulative`` within chunks or
+    not."""
     from ..fused_linear.function import _width
 
     return dict(
         BLOCK_N=BLOCK_N,
         BLOCK_D=_width(width),
         BLOCK_R=_width(rank),
+        CUMULATIVE=cumulative,
         num_warps=NUM_WARPS,
     )
 
 
 class LogGates(torch.autograd.Function):
     """features (B, N, R), up_weight (2 H d, R), up_bias (2 H d,) -> g_fwd,
-    g_bwd (B, H, N, d), views of one tensor; saves its three inputs. The
-    gradients come from per-program partial sums (see :mod:`.gate_kernels`),
-    added up here."""
+    g_bwd (B, H, N, d), views of one tensor, or with ``cumulative`` their
+    cumulative sums within chunks of :data:`BLOCK_N` tokens
+    (:func:`within_chunks`); saves its three inputs. The gradients come
+    from per-program partial sums (see :mod:`.gate_kernels`), added up
+    here."""
 
     @staticmethod
-    def forward(ctx, features, up_weight, up_bias, num_heads, temperature):
+    def forward(
+        ctx, features, up_weight, up_bias, num_heads, temperature, cumulative
+    ):
         from . import gate_kernels as kernels
 
         features, up_weight, up_bias = (
@@ -160,10 +206,11 @@ class LogGates(torch.autograd.Function):
         gates = features.new_empty(B, N, up_weight.shape[0])
         kernels.log_gate_kernel[(_tiles(N), B * 2 * num_heads)](
             features, up_weight, up_bias, gates, num_heads, N, width, R,
-            1.0 / temperature, **launch_constants(width, R),
+            1.0 / temperature, **launch_constants(width, R, cumulative),
         )  # fmt: skip
         ctx.save_for_backward(features, up_weight, up_bias)
         ctx.num_heads, ctx.temperature = num_heads, temperature
+        ctx.cumulative = cumulative
         return directions(gates, num_heads)
 
     @staticmethod
@@ -184,13 +231,15 @@ class LogGates(torch.autograd.Function):
             grad = grad if grad.stride(-1) == 1 else grad.contiguous()
             kernels.log_gate_grad_kernel[(_tiles(N), B * H)](
                 features, up_weight, up_bias, grad, d_features, d_weight,
-                d_bias, *grad.stride()[:3], B, H, N, width, R, direction,
-                1.0 / ctx.temperature, **launch_constants(width, R),
+                d_bias, *grad.stride()[:3], B, H, N, width, R,
+                1.0 / ctx.temperature, DIRECTION=direction,
+                **launch_constants(width, R, ctx.cumulative),
             )  # fmt: skip
         return (
             d_features.sum(0).to(features.dtype),
             d_weight.sum((0, 1)).to(up_weight.dtype),
             d_bias.sum((0, 1)).to(up_bias.dtype),
+            None,
             None,
             None,
         )

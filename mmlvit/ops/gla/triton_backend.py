@@ -1,27 +1,31 @@
 """The triton backend: bidirectional GLA by our fused Triton kernels
 (:mod:`.triton_kernels`), both directions in one pass over the tokens.
 
-Chunks of 64 tokens are taken in one of three ways, by their gates' sums
-(see :mod:`.triton_chunk_kernels`): whole, every decay factored through
-the chunk's ends (the usual case), or by 16-token sub-blocks whose
+The gates enter as their cumulative sums within the chunks of 64 tokens
+(:func:`~.gates.within_chunks`; the GLA module's log-gate kernel writes
+them so), so that a span's gate sum is a difference of two entries and no
+kernel scans gates. Chunks are taken in one of three ways, by their gates'
+sums (see :mod:`.triton_chunk_kernels`): whole, every decay factored
+through the chunk's ends (the usual case), or by 16-token sub-blocks whose
 diagonals are factored or, for the strongest gates, exact. Forward: one
 launch scans the chunk states of both directions (``chunk_states_kernel``,
-grid (K / 32, 1, 2 B H)), one computes the outputs of the chunks
-taken whole (``chunk_fwd_kernel``, grid (V / 64, T / 64, B H)) and one
-those of the others (``bigla_fwd_kernel``, the same grid). Backward: the
-states and their gradients are rescanned; dq, dk, dv and the per-token
-gate gradients of the chunks taken whole come from three launches
-(``chunk_bwd_kernel``, grid (T / 64, B H): dq, dk, dv), those of
-the others from two more (``bigla_bwd_kernel``, the same grid: factored
-diagonals, then exact ones); one launch sums the gate gradients over the
-sequence. The launches for one kind of chunk return at once for the
-others. Only q, k, v and the gates' inputs are saved (the gates are
-recomputed from them); the per-chunk states, (2, B, H, T / 64, d_k, d_v),
-live during one pass. They are scanned in fp32 and stored in the dtype
-of q, k, v: every kernel that reads them rounds them to it as an operand
-of a product anyway, so storing them rounded changes no result and halves
-their traffic with half-precision inputs. Fixed launch configurations,
-no autotuning.
+grid (K / 32, 1, 2 B H)), one computes the outputs of the chunks taken
+whole (``chunk_fwd_kernel``, grid (V / 64, T / 64, B H)) and one those of
+the others (``bigla_fwd_kernel``, the same grid). Backward: the states and
+their gradients are rescanned; dq, dk, dv and the per-token gate gradients
+of the chunks taken whole come from three launches (``chunk_bwd_kernel``,
+grid (T / 64, B H): dq, dk, dv), those of the others from two more
+(``bigla_bwd_kernel``, the same grid: factored diagonals, then exact ones);
+one launch adds to each chunk's edge token the gate gradient terms of the
+chunks beyond it (the gradients of the cumulative gates; the sums within
+chunks are the log-gates'). The launches for one kind of chunk return at
+once for the others. Only q, k, v and the gates' inputs are saved (the
+gates are recomputed from them); the per-chunk states, (2, B, H, T / 64,
+d_k, d_v), live during one pass. They are scanned in fp32 and stored in the
+dtype of q, k, v: every kernel that reads them rounds them to it as an
+operand of a product anyway, so storing them rounded changes no result and
+halves their traffic with half-precision inputs. Fixed launch
+configurations, no autotuning.
 """
 
 import functools
@@ -34,6 +38,7 @@ from ..heads import qkv_gradients
 from ..recompute import leaf_grads, rerun_with_grad
 from ..triton_runtime import interpreting, shared_memory_reason
 from .arguments import check_shapes
+from .gates import within_chunks
 
 # Tokens per chunk and per sub-block (the diagonal blocks of exact decays).
 CHUNK = 64
@@ -48,14 +53,14 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Fixed launch configuration of each kernel (Triton's launch options), 8
 # warps where 4 would spill or hold half the resident warps (sm_90, bf16,
 # d = 64; tools/analysis/kernel_resources.py). Registers a thread and
-# spilled bytes at 8 warps (Triton 3.8): whole chunks forward 151 / 0,
-# backward (dq, dk, dv) 212 / 0, 216 / 0, 183 / 0, straight-line code;
-# sub-blocks forward 170 / 0, backward 255 / 0 (factored diagonals) and
-# 255 / 144 (exact, a (16, 16, d_k) decay tile); the state scan 80 / 0
-# (128 at 4 warps) in blocks of 32 key channels by every value channel:
+# spilled bytes at 8 warps (Triton 3.8): whole chunks forward 154 / 0,
+# backward (dq, dk, dv) 209 / 0, 224 / 0, 240 / 0, straight-line code;
+# sub-blocks forward 255 / 8, backward 255 / 168 (factored diagonals) and
+# 255 / 936 (exact, a (16, 16, d_k) decay tile); the state scan 64 / 0
+# (88 at 4 warps) in blocks of 32 key channels by every value channel:
 # an iteration runs about the instructions of a 32 x 32 block's (the
-# gates' sums and decays are the key channels' work), so half the
-# programs do the scan.
+# keys' decays are the key channels' work), so half the programs do the
+# scan.
 LAUNCH = {
     'states': dict(num_warps=8),
     'whole_forward': dict(num_warps=8),
@@ -137,22 +142,24 @@ def chunk_states(x, y, g0, g1, inclusive, dtypes):
     return out
 
 
-def forward(q, k, v, g_fwd, g_bwd, scale):
-    """``scale * (o^f + flip(o^b))``, (B, H, T, d_v) in v's dtype."""
+def forward(q, k, v, c_fwd, c_bwd, scale):
+    """``scale * (o^f + flip(o^b))``, (B, H, T, d_v) in v's dtype, from
+    the cumulative gates within chunks ``c_fwd``, ``c_bwd`` (fp32 (B, H,
+    T, d_k), :func:`~.gates.within_chunks`)."""
     from .triton_chunk_kernels import chunk_fwd_kernel
     from .triton_kernels import bigla_fwd_kernel
 
     B, H, T, K = q.shape
     V = v.shape[-1]
     dtypes = _dtypes(v.dtype)
-    states = chunk_states(k, v, g_fwd, g_bwd, False, dtypes)
+    states = chunk_states(k, v, c_fwd, c_bwd, False, dtypes)
     NT = states.shape[3]
     o = _like_tokens(v, V)
     tiles = tile_widths(K, V)['forward']
     grid = (-(-V // tiles['BV']), NT, B * H)
     whole = q.new_empty(grid[0], B * H, NT, dtype=torch.int32)
-    tensors = (q, k, v, g_fwd, g_bwd, states, o, whole)
-    strides = (q, k, v, g_fwd, g_bwd, o)
+    tensors = (q, k, v, c_fwd, c_bwd, states, o, whole)
+    strides = (q, k, v, c_fwd, c_bwd, o)
     sizes = dict(K=K, V=V, BT=CHUNK, **tiles)
     # The chunks taken whole, then the others by sub-blocks.
     chunk_fwd_kernel[grid](
@@ -168,12 +175,12 @@ def forward(q, k, v, g_fwd, g_bwd, scale):
     return o
 
 
-def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
+def backward(d_o, q, k, v, c_fwd, c_bwd, scale):
     """Gradients of :func:`forward`: dq, dk, dv in their inputs' dtype,
-    dg_fwd, dg_bwd in fp32."""
+    dc_fwd, dc_bwd (of the cumulative gates) in fp32."""
     from .triton_backward_kernels import (
         bigla_bwd_kernel,
-        gate_grad_cumsum_kernel,
+        gate_grad_carry_kernel,
     )
     from .triton_chunk_kernels import PARTS, chunk_bwd_kernel
 
@@ -181,8 +188,8 @@ def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
     V = v.shape[-1]
     dtypes = _dtypes(v.dtype)
     d_o = d_o.to(v.dtype)
-    states = chunk_states(k, v, g_fwd, g_bwd, False, dtypes)
-    d_states = chunk_states(q, d_o, g_bwd, g_fwd, True, dtypes)
+    states = chunk_states(k, v, c_fwd, c_bwd, False, dtypes)
+    d_states = chunk_states(q, d_o, c_bwd, c_fwd, True, dtypes)
     if K == V:  # one buffer, the gradient of a qkv projection as it is
         dq, dk, dv = qkv_gradients(q)
     else:
@@ -190,8 +197,8 @@ def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
     dg = q.new_empty(2, B, H, T, K, dtype=torch.float32)
     NT = states.shape[3]
     kinds = q.new_empty(B * H, NT, dtype=torch.int32)
-    tensors = (q, k, v, g_fwd, g_bwd, d_o, states, d_states, dq, dk, dv, dg)
-    strides = (q, k, v, g_fwd, g_bwd, d_o, dq, dk, dv)
+    tensors = (q, k, v, c_fwd, c_bwd, d_o, states, d_states, dq, dk, dv, dg)
+    strides = (q, k, v, c_fwd, c_bwd, d_o, dq, dk, dv)
     arguments = (
         *tensors, kinds, *(n for t in strides for n in t.stride()),
         scale, T, B, H, NT,
@@ -210,34 +217,40 @@ def backward(d_o, q, k, v, g_fwd, g_bwd, scale):
             *arguments, EXACT=exact, **sizes, **LAUNCH['backward']
         )
     BK = tiles['gate_grad']['BK']
-    gate_grad_cumsum_kernel[(-(-K // BK), B * H, 2)](
+    gate_grad_carry_kernel[(-(-K // BK), B * H, 2)](
         dg, T, NT, K=K, BT=CHUNK, BK=BK, **LAUNCH['gate_grad']
     )
     return dq, dk, dv, dg[0], dg[1]
 
 
-def given_gates(g_fwd, g_bwd):
-    """The log-gates as they are: the ``gates`` of
+def given_gates(g_fwd, g_bwd, chunk=None):
+    """The log-gates as they are, or with ``chunk`` their cumulative sums
+    within chunks (:func:`~.gates.within_chunks`): the ``gates`` of
     :class:`BidirectionalGLATriton` for gates given as tensors."""
-    return g_fwd, g_bwd
+    if chunk is None:
+        return g_fwd, g_bwd
+    return within_chunks(g_fwd, g_bwd, chunk)
 
 
 class BidirectionalGLATriton(torch.autograd.Function):
     """:func:`forward` and :func:`backward` as an autograd Function whose
-    log-gates are ``gates(*gate_inputs)`` -> (g_fwd, g_bwd), each (B, H, T,
-    d_k). It saves q, k, v and the gate inputs and recomputes the gates in
-    backward: the two fp32 (B, H, T, d_k) gate tensors are not kept when
-    ``gates`` derives them from smaller inputs (the GLA module's tokens and
-    low-rank gate weights); with :func:`given_gates` the inputs are the
-    gates themselves."""
+    gates are ``gates(*gate_inputs, chunk=CHUNK)`` -> (c_fwd, c_bwd), the
+    log-gates' cumulative sums within chunks of CHUNK tokens
+    (:func:`~.gates.within_chunks`), each (B, H, T, d_k); its gradients
+    are theirs. It saves q, k, v and the gate inputs and recomputes the
+    gates in backward: the two fp32 (B, H, T, d_k) gate tensors are not
+    kept when ``gates`` derives them from smaller inputs (the GLA module's
+    tokens and low-rank gate weights); with :func:`given_gates` the inputs
+    are the gates themselves."""
 
     @staticmethod
     def forward(ctx, q, k, v, scale, gates, *gate_inputs):
-        g_fwd, g_bwd = gates(*gate_inputs)
-        check_shapes(q, k, v, g_fwd, g_bwd)
+        gates = functools.partial(gates, chunk=CHUNK)
+        c_fwd, c_bwd = gates(*gate_inputs)
+        check_shapes(q, k, v, c_fwd, c_bwd)
         ctx.save_for_backward(q, k, v, *gate_inputs)
         ctx.scale, ctx.gates = scale, gates
-        return forward(q, k, v, g_fwd.float(), g_bwd.float(), scale)
+        return forward(q, k, v, c_fwd.float(), c_bwd.float(), scale)
 
     @staticmethod
     def backward(ctx, d_o):
@@ -262,7 +275,7 @@ def bidirectional_triton_gated(
     """``(o^f + flip(o^b)) / 2`` by the fused kernels, with log-gates
     ``gates(*gate_inputs)`` recomputed in backward, not kept (see
     :class:`BidirectionalGLATriton`). q, k, v keep their (autocast) dtype,
-    one common one if they differ; the log-gates go in as fp32. No copies of
+    one common one if they differ; the gates go in as fp32. No copies of
     contiguous or strided (B, H, T, d) views.
 
     Args:
@@ -271,7 +284,9 @@ def bidirectional_triton_gated(
         scale (float): Query scale.
         gates (Callable): Deterministic function of ``gate_inputs`` giving
             the log-gates <= 0 (g_fwd, g_bwd), each (B, H, T, d_k) in token
-            order.
+            order; with the keyword ``chunk=n``, their cumulative sums
+            within chunks of n tokens instead (:func:`~.gates.log_gates`,
+            :func:`~.gates.within_chunks`), which is how it is called.
         *gate_inputs (Tensor): Its tensors (those that need gradients get
             them).
 

@@ -1,7 +1,8 @@
 """Backward Triton kernels of the fused bidirectional GLA: dq, dk, dv and
-the per-token gate gradients of one chunk (both directions), then the gate
-gradients summed along the sequence. Notation, layout and the decay
-factoring as in :mod:`.triton_kernels`, whose tile helpers these share.
+the per-token gate gradient terms of one chunk (both directions), then
+the terms of the chunks beyond each chunk added at its edge. Notation,
+layout and the decay factoring as in :mod:`.triton_kernels`, whose tile
+helpers these share.
 """
 
 import triton
@@ -12,13 +13,16 @@ from .triton_kernels import (
     FACTORED_DIAGONALS,
     SIZES,
     _base,
+    _block_gates,
     _chunk_state,
+    _chunk_totals,
     _decay_to_end,
     _diagonal_decays,
     _diagonal_scores,
     _factored_key_grad,
     _factored_query_grad,
     _factored_scores,
+    _from_start,
     _mm,
     _put,
     _tile,
@@ -48,7 +52,7 @@ def _cross_block_grads(
 
 @triton.jit(do_not_specialize=SIZES)
 def bigla_bwd_kernel(
-    q, k, v, gf, gb, do, states, d_states, dq, dk, dv, dg, kinds,
+    q, k, v, cum_f, cum_b, do, states, d_states, dq, dk, dv, dg, kinds,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
     sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
     sdqb, sdqh, sdqt, sdqd, sdkb, sdkh, sdkt, sdkd,
@@ -59,11 +63,11 @@ def bigla_bwd_kernel(
     DOT: tl.constexpr, EXACT: tl.constexpr,
 ):  # fmt: skip
     """dq, dk, dv of one chunk (BK >= K, BV >= V: all channels), and the
-    per-token gate gradients before their cumulative sums:
-    ``dg[0] = q * dq^f - k * dk^f`` (dL/d bf), ``dg[1] = q * dq^b - k * dk^b``
-    (dL/d rb), fp32 (2, B, H, T, K), with ^f / ^b the parts through each
-    direction. ``d_states`` as written by :func:`chunk_states_kernel` for
-    (q, dL/do).
+    per-token gate gradient terms (:func:`gate_grad_carry_kernel`):
+    ``dg[0] = q * dq^f - k * dk^f``, ``dg[1] = q * dq^b - k * dk^b``, fp32
+    (2, B, H, T, K), with ^f / ^b the parts through each direction.
+    ``d_states`` as written by :func:`chunk_states_kernel` for (q,
+    dL/do).
 
     It takes the chunks whose ``kinds`` (written by
     :func:`~.triton_chunk_kernels.chunk_bwd_kernel`, which takes the
@@ -79,8 +83,8 @@ def bigla_bwd_kernel(
     q = _base(q, i_b, i_h, sqb, sqh)
     k = _base(k, i_b, i_h, skb, skh)
     v = _base(v, i_b, i_h, svb, svh)
-    gf = _base(gf, i_b, i_h, sfb, sfh)
-    gb = _base(gb, i_b, i_h, sgb, sgh)
+    cum_f = _base(cum_f, i_b, i_h, sfb, sfh)
+    cum_b = _base(cum_b, i_b, i_h, sgb, sgh)
     do = _base(do, i_b, i_h, sob, soh)
     dq = _base(dq, i_b, i_h, sdqb, sdqh)
     dk = _base(dk, i_b, i_h, sdkb, sdkh)
@@ -99,23 +103,22 @@ def bigla_bwd_kernel(
     state_b = _chunk_state(states, 1, *chunk)
     d_next_b = _chunk_state(d_states, 0, *chunk)
     d_next_f = _chunk_state(d_states, 1, *chunk)
-    rows = i_c * BT + tl.arange(0, BT)
-    total_f = tl.sum(_tile(gf, rows, ks, sft, sfd, T, K), 0)
-    total_b = tl.sum(_tile(gb, rows, ks, sgt, sgd, T, K), 0)
-    before_f = tl.zeros([BK], dtype=tl.float32)
-    before_b = tl.zeros([BK], dtype=tl.float32)
+    strides = (ks, sft, sfd, sgt, sgd, T, K)
+    total_f, total_b = _chunk_totals(cum_f, cum_b, i_c, *strides, BT)
     # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
     # several sub-blocks' tiles live at once and spills (kernel_resources).
+    # With cf, cb the chunk's cumulative gates, a decay from token s to t is
+    # exp(cf_t - cf_s) (s < t) or exp(cb_t - cb_s) (s > t).
     for r in range(NC):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
         k_r = _tile(k, rows_r, ks, skt, skd, T, K)
         v_r = _tile(v, rows_r, vs, svt, svd, T, V)
         do_r = _tile(do, rows_r, vs, sot, sod, T, V)
-        g_r = _tile(gf, rows_r, ks, sft, sfd, T, K)
-        cf_r, tf_r = tl.cumsum(g_r, 0), tl.sum(g_r, 0)
-        g_r = _tile(gb, rows_r, ks, sgt, sgd, T, K)
-        cb_r, tb_r = tl.cumsum(g_r, 0, reverse=True), tl.sum(g_r, 0)
+        # cf before block r, cb after it; block r's own sums from there.
+        cf_r, tf_r, cb_r, tb_r, before_f, after_b = _block_gates(
+            cum_f, cum_b, i_c * BT, r, *strides, BC, NC
+        )
         # The diagonal block: dA = do v^T; dq sums over keys s <= t
         # (forward) and s >= t (backward), dk over queries; dv through A
         # (scaled with the terms below).
@@ -141,7 +144,7 @@ def bigla_bwd_kernel(
             dk_b = tl.sum(tl.where(s >= t, part, 0.0), 0)
         dv_r = _mm(tl.trans(a), do_r, DT, DOT)
         after_f = total_f - before_f - tf_r
-        after_b = tl.minimum(total_b - before_b - tb_r, 0.0)
+        before_b = total_b - after_b - tb_r
         # Decays of block r's keys to the chunk's ends, and to block r's
         # far ends (for queries in the other blocks).
         key_f = _decay_to_end(cf_r, tf_r)
@@ -163,8 +166,6 @@ def bigla_bwd_kernel(
         dq_b_in = tl.zeros([BC, BK], dtype=tl.float32)
         dk_f_in = tl.zeros([BC, BK], dtype=tl.float32)
         dk_b_in = tl.zeros([BC, BK], dtype=tl.float32)
-        before_fj = tl.zeros([BK], dtype=tl.float32)
-        before_bj = tl.zeros([BK], dtype=tl.float32)
         for j in range(NC):
             if j != r:  # (block r itself: its diagonal above)
                 rows_j = i_c * BT + j * BC + sub
@@ -172,19 +173,16 @@ def bigla_bwd_kernel(
                 k_j = _tile(k, rows_j, ks, skt, skd, T, K)
                 v_j = _tile(v, rows_j, vs, svt, svd, T, V)
                 do_j = _tile(do, rows_j, vs, sot, sod, T, V)
-                gf_j = _tile(gf, rows_j, ks, sft, sfd, T, K)
-                gb_j = _tile(gb, rows_j, ks, sgt, sgd, T, K)
-                cf_j, tf_j = tl.cumsum(gf_j, 0), tl.sum(gf_j, 0)
-                cb_j, tb_j = tl.cumsum(gb_j, 0, reverse=True), tl.sum(gb_j, 0)
+                cf_j = _from_start(cum_f, rows_j, ks, sft, sfd, T, K)
+                cb_j = _tile(cum_b, rows_j, ks, sgt, sgd, T, K)
                 if j < r:
                     # Queries r, keys j forward; queries j, keys r backward:
                     # both split at block r's start.
-                    span_f = before_f - before_fj - tf_j  # blocks j+1..r-1
-                    span_b = before_b - before_bj - tb_j
+                    start_b = after_b + tb_r  # cb at block r's start
                     part_q, part_v, part_k = _cross_block_grads(
                         q_j, k_j, v_j, do_j, k_r * key_b, v_r, do_r,
-                        tl.exp(tl.minimum(span_f[None, :] + tf_j - cf_j, 0.0)),
-                        tl.exp(tl.minimum(span_b[None, :] + cb_j, 0.0)),
+                        tl.exp(tl.minimum(before_f[None, :] - cf_j, 0.0)),
+                        tl.exp(tl.minimum(cb_j - start_b[None, :], 0.0)),
                         scale, DT, DOT,
                     )  # fmt: skip
                     dq_f_in += part_q
@@ -193,22 +191,16 @@ def bigla_bwd_kernel(
                 if j > r:
                     # Queries r, keys j backward; queries j, keys r forward:
                     # both split at block r's end.
-                    span_b = before_bj - before_b - tb_r  # blocks r+1..j-1
-                    span_f = before_fj - before_f - tf_r
+                    end_f = before_f + tf_r  # cf at block r's end
                     part_q, part_v, part_k = _cross_block_grads(
                         q_j, k_j, v_j, do_j, k_r * key_f, v_r, do_r,
-                        tl.exp(tl.minimum(span_b[None, :] + tb_j - cb_j, 0.0)),
-                        tl.exp(tl.minimum(span_f[None, :] + cf_j, 0.0)),
+                        tl.exp(tl.minimum(after_b[None, :] - cb_j, 0.0)),
+                        tl.exp(tl.minimum(cf_j - end_f[None, :], 0.0)),
                         scale, DT, DOT,
                     )  # fmt: skip
                     dq_b_in += part_q
                     dv_r += part_v
                     dk_f_in += part_k
-                before_fj += tf_j
-                before_bj += tb_j
-            else:
-                before_fj += tf_r
-                before_bj += tb_r
         dq_f += dq_f_in * tl.exp(cf_r)
         dq_b += dq_b_in * tl.exp(cb_r)
         dk_f += dk_f_in * key_f
@@ -218,33 +210,41 @@ def bigla_bwd_kernel(
         _put(dv, dv_r, rows_r, vs, sdvt, sdvd, T, V)
         _put(dgf, q_r * dq_f - k_r * dk_f, rows_r, ks, K, 1, T, K)
         _put(dgb, q_r * dq_b - k_r * dk_b, rows_r, ks, K, 1, T, K)
-        before_f += tf_r
-        before_b += tb_r
 
 
 @triton.jit
-def _carried_cumsum(dg, ks, T, NT, K, BT: tl.constexpr, REVERSE: tl.constexpr):
-    """Sum one direction's ``dg`` (T, K) over its tokens in place, chunk
-    by chunk with a carried total: over tokens >= t (``REVERSE``, from
-    the last chunk) or <= t."""
+def _chunk_carries(dg, ks, T, NT, K, BT: tl.constexpr, REVERSE: tl.constexpr):
+    """Add to one direction's ``dg`` (T, K), at each chunk's last token
+    (``REVERSE``) or first, its sum over all later (earlier) chunks,
+    chunk by chunk with a carried total, from the last chunk (``REVERSE``)
+    or the first."""
     carry = tl.zeros(ks.shape, dtype=tl.float32)
     for n in range(NT):
         c = NT - 1 - n if REVERSE else n
         rows = c * BT + tl.arange(0, BT)
-        x = _tile(dg, rows, ks, K, 1, T, K)
-        sums = tl.cumsum(x, 0, reverse=REVERSE)
-        _put(dg, sums + carry[None, :], rows, ks, K, 1, T, K)
-        carry += tl.sum(x, 0)
+        total = tl.sum(_tile(dg, rows, ks, K, 1, T, K), 0)
+        # Every warp has read the chunk before its edge changes.
+        tl.debug_barrier()
+        edge = tl.minimum(c * BT + BT, T) - 1 if REVERSE else c * BT
+        at = dg + edge * K + ks
+        tl.store(at, tl.load(at, mask=ks < K) + carry, mask=ks < K)
+        carry += total
 
 
 @triton.jit(do_not_specialize=['T', 'NT'])
-def gate_grad_cumsum_kernel(
+def gate_grad_carry_kernel(
     dg, T, NT, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr
 ):
-    """In place on ``dg`` (2, B, H, T, K) fp32: dg[0] summed over tokens
-    >= t (dL/dgf from dL/dbf), dg[1] over tokens <= t (dL/dgb from
-    dL/drb), chunk by chunk with a carried total; one loop for the
-    program's direction, one scan an iteration.
+    """In place on ``dg`` (2, B, H, T, K) fp32, the per-token terms
+    ``q * dq - k * dk`` of each direction: the gradients of the cumulative
+    gates within chunks (cf, cb). Forward gates: dL/dcf_t is the term at t,
+    and at a chunk's last token also the terms of all later chunks
+    (dL/dgf_t sums the terms from t on, and gf_t enters cf at the chunk's
+    tokens from t on); backward gates: at a chunk's first token, the terms
+    of all earlier chunks. The sums within chunks are the log-gates'
+    (:func:`~.gate_kernels.log_gate_grad_kernel`). One loop for the
+    program's direction; a sum over a chunk's tokens an iteration, a row
+    rewritten.
 
     Grid: (cdiv(K, BK), B * H, 2).
     """
@@ -253,6 +253,6 @@ def gate_grad_cumsum_kernel(
     dg += (i_dir * n_bh + i_bh).to(tl.int64) * T * K
     ks = i_k * BK + tl.arange(0, BK)
     if i_dir == 0:
-        _carried_cumsum(dg, ks, T, NT, K, BT, True)
+        _chunk_carries(dg, ks, T, NT, K, BT, True)
     else:
-        _carried_cumsum(dg, ks, T, NT, K, BT, False)
+        _chunk_carries(dg, ks, T, NT, K, BT, False)

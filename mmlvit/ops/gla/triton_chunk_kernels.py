@@ -24,11 +24,13 @@ from .triton_kernels import (
     SIZES,
     WHOLE_CHUNK,
     _base,
-    _block_totals,
+    _block_gates,
     _chunk_state,
+    _chunk_totals,
     _factorable,
     _factored_query_grad,
     _factored_scores,
+    _from_start,
     _key_pair_sums,
     _masked_scores,
     _mm,
@@ -52,13 +54,33 @@ PARTS = tuple(part.value for part in (QUERIES, KEYS, VALUES))
 
 
 @triton.jit
-def _chunk_gates(gf, gb, rows, ks, sft, sfd, sgt, sgd, T, K):
-    """cf, cb (BT, BK): inclusive cumulative gates of a chunk from its
-    start and from its end; tf, tb (BK,): their totals; the gate tiles."""
-    g_f = _tile(gf, rows, ks, sft, sfd, T, K)
-    g_b = _tile(gb, rows, ks, sgt, sgd, T, K)
-    cf, cb = tl.cumsum(g_f, 0), tl.cumsum(g_b, 0, reverse=True)
-    return cf, cb, tl.sum(g_f, 0), tl.sum(g_b, 0), g_f, g_b
+def _chunk_gates(
+    cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K, BT: tl.constexpr
+):  # fmt: skip
+    """cf, cb (BT, BK): chunk ``i_c``'s inclusive cumulative gates from its
+    start and from its end; tf, tb (BK,): their sums."""
+    rows = i_c * BT + tl.arange(0, BT)
+    cf = _from_start(cum_f, rows, ks, sft, sfd, T, K)
+    cb = _tile(cum_b, rows, ks, sgt, sgd, T, K)
+    tf, tb = _chunk_totals(cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K, BT)
+    return cf, cb, tf, tb
+
+
+@triton.jit
+def _blocks_factorable(
+    cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K,
+    BT: tl.constexpr, BC: tl.constexpr,
+):  # fmt: skip
+    """Whether every sub-block of chunk ``i_c`` is :func:`_factorable`, by
+    their gate sums (the sub-blocks' tiles go unused)."""
+    NC: tl.constexpr = BT // BC
+    blocks = True
+    for j in tl.static_range(NC):
+        _, tf, _, tb, _, _ = _block_gates(
+            cum_f, cum_b, i_c * BT, j, ks, sft, sfd, sgt, sgd, T, K, BC, NC
+        )
+        blocks = blocks & _factorable(tf, tb)
+    return blocks
 
 
 @triton.jit
@@ -115,7 +137,7 @@ def _value_grads(
 
 @triton.jit(do_not_specialize=SIZES)
 def chunk_fwd_kernel(
-    q, k, v, gf, gb, states, o, whole,
+    q, k, v, cum_f, cum_b, states, o, whole,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
     sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
     scale, T, B, H, NT,
@@ -134,14 +156,13 @@ def chunk_fwd_kernel(
     ks = tl.arange(0, BK)
     vs = i_v * BV + tl.arange(0, BV)
     rows = i_c * BT + tl.arange(0, BT)
-    gf = _base(gf, i_b, i_h, sfb, sfh)
-    gb = _base(gb, i_b, i_h, sgb, sgh)
-    cf, cb, tf, tb, _, _ = _chunk_gates(
-        gf, gb, rows, ks, sft, sfd, sgt, sgd, T, K
-    )
-    mine = _whole(tf, tb)
+    cum_f = _base(cum_f, i_b, i_h, sfb, sfh)
+    cum_b = _base(cum_b, i_b, i_h, sgb, sgh)
+    gates = (cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K)
+    mine = _whole(*_chunk_totals(*gates, BT))
     tl.store(whole + (i_v * B * H + i_bh).to(tl.int64) * NT + i_c, mine)
     if mine:
+        cf, cb, tf, tb = _chunk_gates(*gates, BT)
         q_c = _tile(_base(q, i_b, i_h, sqb, sqh), rows, ks, sqt, sqd, T, K)
         k_c = _tile(_base(k, i_b, i_h, skb, skh), rows, ks, skt, skd, T, K)
         v_c = _tile(_base(v, i_b, i_h, svb, svh), rows, vs, svt, svd, T, V)
@@ -158,7 +179,7 @@ def chunk_fwd_kernel(
 
 @triton.jit(do_not_specialize=SIZES)
 def chunk_bwd_kernel(
-    q, k, v, gf, gb, do, states, d_states, dq, dk, dv, dg, kinds,
+    q, k, v, cum_f, cum_b, do, states, d_states, dq, dk, dv, dg, kinds,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
     sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
     sdqb, sdqh, sdqt, sdqd, sdkb, sdkh, sdkt, sdkd,
@@ -187,27 +208,23 @@ def chunk_bwd_kernel(
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     ks, vs = tl.arange(0, BK), tl.arange(0, BV)
-    NC: tl.constexpr = BT // BC
     rows = i_c * BT + tl.arange(0, BT)
-    gf = _base(gf, i_b, i_h, sfb, sfh)
-    gb = _base(gb, i_b, i_h, sgb, sgh)
-    cf, cb, tf, tb, g_f, g_b = _chunk_gates(
-        gf, gb, rows, ks, sft, sfd, sgt, sgd, T, K
-    )
+    cum_f = _base(cum_f, i_b, i_h, sfb, sfh)
+    cum_b = _base(cum_b, i_b, i_h, sgb, sgh)
+    gates = (cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K)
     flag = kinds + i_bh.to(tl.int64) * NT + i_c
     if PART != QUERIES:  # as the first launch found
         kind = tl.load(flag)
     else:
-        blocks = _factorable(
-            _block_totals(g_f, NC, BC, BK), _block_totals(g_b, NC, BC, BK)
-        )
+        blocks = _blocks_factorable(*gates, BT, BC)
         kind = tl.where(
-            _whole(tf, tb),
+            _whole(*_chunk_totals(*gates, BT)),
             WHOLE_CHUNK,
             blocks.to(tl.int32) * FACTORED_DIAGONALS,
         )
         tl.store(flag, kind)
     if kind == WHOLE_CHUNK:
+        cf, cb, tf, tb = _chunk_gates(*gates, BT)
         q_c = _tile(_base(q, i_b, i_h, sqb, sqh), rows, ks, sqt, sqd, T, K)
         k_c = _tile(_base(k, i_b, i_h, skb, skh), rows, ks, skt, skd, T, K)
         do_c = _tile(_base(do, i_b, i_h, sob, soh), rows, vs, sot, sod, T, V)

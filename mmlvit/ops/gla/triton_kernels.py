@@ -1,9 +1,15 @@
 """Triton kernels of the fused bidirectional GLA (docs/operators.md, GLA).
 
 Per head, tokens are cut into chunks of BT (64) tokens and chunks into NC
-sub-blocks of BC (16). Within a chunk, with ``gf``, ``gb`` the forward and
-backward log-gates (<= 0), ``cf`` / ``cb`` their inclusive cumulative sums
-within a sub-block, forwards / backwards::
+sub-blocks of BC (16). The kernels take the log-gates (<= 0) as their
+inclusive cumulative sums within each chunk (:func:`within_chunks` of
+:mod:`.gates`): ``cf`` of the forward gates gf from the chunk's start,
+``cb`` of the backward gates gb from its end, fp32 (B, H, T, d_k). A
+span's gate sum is a difference of two of their entries, a chunk's sum one
+entry (cf at its last token, cb at its first), so no kernel sums gates
+over tokens (a scan across the program's warps). Within a chunk, with
+``cf`` / ``cb`` here their inclusive cumulative sums within a sub-block,
+forwards / backwards::
 
     o_t = scale (q_t exp(bf_t) S^f_c + q_t exp(rb_t) S^b_c + sum_s A_ts v_s)
     A_ts = sum_c q_tc k_sc (exp(bf_t - bf_s) [s <= t]
@@ -62,6 +68,57 @@ def _tile(ptr, rows, cols, stride_t, stride_d, T, D):
 
 
 @triton.jit
+def _gate_row(ptr, row, valid, ks, stride_t, stride_d, K):
+    """Row ``row`` (a scalar) of cumulative gates as fp32 (BK,), zero
+    where ``valid`` (a scalar) is false or outside K."""
+    mask = (ks < K) & valid
+    return tl.load(ptr + row * stride_t + ks * stride_d, mask=mask, other=0.0)
+
+
+@triton.jit
+def _from_start(cf, rows, ks, sft, sfd, T, K):
+    """cf at ``rows``, (rows, BK): past T, the last token's value (the
+    gates there count as 0), so that exp(-cf) stays finite where the
+    tokens are 0 (the offsets are not clamped: the loads stay 16-byte
+    vectors)."""
+    tile = _tile(cf, rows, ks, sft, sfd, T, K)
+    last = _gate_row(cf, T - 1, True, ks, sft, sfd, K)
+    return tl.where(rows[:, None] < T, tile, last[None, :])
+
+
+@triton.jit
+def _chunk_totals(cf, cb, i_c, ks, sft, sfd, sgt, sgd, T, K, BT: tl.constexpr):
+    """Gate sums (BK,) of chunk ``i_c``, forwards and backwards: cf at its
+    last token, cb at its first."""
+    last = tl.minimum(i_c * BT + BT, T) - 1
+    tf = _gate_row(cf, last, True, ks, sft, sfd, K)
+    return tf, _gate_row(cb, i_c * BT, True, ks, sgt, sgd, K)
+
+
+@triton.jit
+def _block_gates(
+    cf, cb, start, j, ks, sft, sfd, sgt, sgd, T, K,
+    BC: tl.constexpr, NC: tl.constexpr,
+):  # fmt: skip
+    """Sub-block ``j`` of the chunk starting at token ``start``: its
+    inclusive cumulative gates within it, forwards and backwards (BC, BK),
+    their sums (BK,), and the chunk's gf summed before it and gb after it
+    (BK,), which they are the chunk's less: cf_j, tf_j, cb_j, tb_j,
+    before, after."""
+    first = start + j * BC
+    rows = first + tl.arange(0, BC)
+    before = _gate_row(cf, tl.minimum(first, T) - 1, j > 0, ks, sft, sfd, K)
+    end = tl.minimum(first + BC, T) - 1
+    tf = _gate_row(cf, end, True, ks, sft, sfd, K)
+    beyond = (first + BC < T) & (j < NC - 1)
+    after = _gate_row(cb, first + BC, beyond, ks, sgt, sgd, K)
+    tb = _gate_row(cb, first, first < T, ks, sgt, sgd, K)
+    cf_j = _from_start(cf, rows, ks, sft, sfd, T, K) - before[None, :]
+    cb_j = _tile(cb, rows, ks, sgt, sgd, T, K) - after[None, :]
+    return cf_j, tf - before, cb_j, tb - after, before, after
+
+
+@triton.jit
 def _chunk_state(ptr, direction, i_bh, i_c, B, H, NT, ks, vs, K, V):
     """The (BK, BV) tile ``ptr[direction, i_bh, i_c]`` of a (2, B * H, NT,
     K, V) buffer of chunk states (in ``DT``, an operand of products only),
@@ -111,13 +168,6 @@ def _factorable(tf, tb):
     ends (:data:`FACTOR_LIMIT`): a scalar, the same for the whole
     program."""
     return tl.min(tl.minimum(tf, tb)) >= -FACTOR_LIMIT
-
-
-@triton.jit
-def _block_totals(g, NC: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr):
-    """Gate sums (NC, BK) of the NC sub-blocks of a chunk's (NC*BC, BK)
-    gates."""
-    return tl.sum(tl.reshape(g, (NC, BC, BK)), 1)
 
 
 @triton.jit
@@ -232,17 +282,20 @@ def chunk_states_kernel(
 ):  # fmt: skip
     """Exclusive scans of chunk summaries in both directions.
 
-    Direction 0 (gates ``g0``) scans chunks left to right, direction 1
-    (gates ``g1``) right to left. Chunk c's summary is
+    Direction 0 (cumulative gates ``g0``) scans chunks left to right,
+    direction 1 (``g1``) right to left. Chunk c's summary is
     ``sum_t (x_t exp(e_t))^T y_t`` with e_t the log-decay from token t to
     the chunk's far end in the scan direction (token t's own gate included
-    when INCLUSIVE); the carry decays by the chunk's total gate, in fp32.
+    when INCLUSIVE); the carry decays by the chunk's gate sum, in fp32.
     Writes the carry entering every chunk: ``out`` (2, B, H, NT, K, V),
     rounded to its dtype.
 
-    States (x = k, y = v, g0 = gf, g1 = gb): out[0] = S^f, out[1] = S^b.
-    Their gradients (x = q, y = dL/do, g0 = gb, g1 = gf, INCLUSIVE):
-    out[0][c] = dL/dS^b_{c-1}, out[1][c] = dL/dS^f_{c+1} (unscaled).
+    States (x = k, y = v, g0 = cf, g1 = cb): out[0] = S^f, out[1] = S^b,
+    with e_t = tf - cf_t (gf over the chunk's tokens after t) and tb - cb_t.
+    Their gradients (x = q, y = dL/do, g0 = cb, g1 = cf, INCLUSIVE):
+    out[0][c] = dL/dS^b_{c-1}, out[1][c] = dL/dS^f_{c+1} (unscaled), with
+    e_t = cb_t (gb over the tokens from t on) and cf_t. So g0 runs from the
+    chunk's start unless INCLUSIVE, g1 when INCLUSIVE.
 
     Grid: (cdiv(K, BK), cdiv(V, BV), B * H * 2).
     """
@@ -266,15 +319,20 @@ def chunk_states_kernel(
         tl.store(out + c.to(tl.int64) * K * V + out_offsets, carry, out_mask)
         b_x = _tile(x, rows, ks, sxt, sxd, T, K)
         b_y = _tile(y, rows, vs, syt, syd, T, V)
-        # One of the two loads is fully masked: no branch in the loop.
-        b_g = _tile(g0, rows, ks, s0t, s0d, T * (1 - i_dir), K)
-        b_g += _tile(g1, rows, ks, s1t, s1d, T * i_dir, K)
-        prefix = tl.cumsum(b_g, 0)
-        total = tl.sum(b_g, 0)
-        # Exclusive: to the chunk's end (direction 0) or start (1).
-        exponent = tl.where(i_dir == 0, total[None, :] - prefix, prefix - b_g)
-        if INCLUSIVE:
-            exponent += b_g
+        # One of the two tile loads is fully masked: no branch in the loop.
+        # The gate sum is the entry at the chunk's last token for gates
+        # from its start, at its first for gates from its end: both rows
+        # are read and one kept (masked by direction, the loop took 59 %
+        # more instructions and, with Triton 3.6, 141 registers, not 58).
+        cum = _tile(g0, rows, ks, s0t, s0d, T * (1 - i_dir), K)
+        cum += _tile(g1, rows, ks, s1t, s1d, T * i_dir, K)
+        last = tl.minimum(c * BT + BT, T) - 1
+        edge = c * BT if INCLUSIVE else last
+        total0 = _gate_row(g0, edge, True, ks, s0t, s0d, K)
+        edge = last if INCLUSIVE else c * BT
+        total1 = _gate_row(g1, edge, True, ks, s1t, s1d, K)
+        total = tl.where(i_dir == 0, total0, total1)
+        exponent = cum if INCLUSIVE else total[None, :] - cum
         b_x *= tl.exp(tl.minimum(exponent, 0.0))
         state = state * tl.exp(total)[:, None]
         state += _mm(tl.trans(b_x), b_y, DT, DOT)
@@ -282,7 +340,7 @@ def chunk_states_kernel(
 
 @triton.jit(do_not_specialize=SIZES)
 def bigla_fwd_kernel(
-    q, k, v, gf, gb, states, o, whole,
+    q, k, v, cum_f, cum_b, states, o, whole,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
     sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
     scale, T, B, H, NT,
@@ -302,8 +360,8 @@ def bigla_fwd_kernel(
     q = _base(q, i_b, i_h, sqb, sqh)
     k = _base(k, i_b, i_h, skb, skh)
     v = _base(v, i_b, i_h, svb, svh)
-    gf = _base(gf, i_b, i_h, sfb, sfh)
-    gb = _base(gb, i_b, i_h, sgb, sgh)
+    cum_f = _base(cum_f, i_b, i_h, sfb, sfh)
+    cum_b = _base(cum_b, i_b, i_h, sgb, sgh)
     o = _base(o, i_b, i_h, sob, soh)
     ks = tl.arange(0, BK)
     vs = i_v * BV + tl.arange(0, BV)
@@ -315,52 +373,35 @@ def bigla_fwd_kernel(
     chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V)
     state_f = _chunk_state(states, 0, *chunk)
     state_b = _chunk_state(states, 1, *chunk)
-    rows = i_c * BT + tl.arange(0, BT)
-    total_b = tl.sum(_tile(gb, rows, ks, sgt, sgd, T, K), 0)
-    before_f = tl.zeros([BK], dtype=tl.float32)  # gf summed before block r
-    before_b = tl.zeros([BK], dtype=tl.float32)
+    strides = (ks, sft, sfd, sgt, sgd, T, K)
     # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
     # several sub-blocks' tiles live at once and spills (kernel_resources).
+    # With cf, cb the chunk's cumulative gates, a decay from token s to t is
+    # exp(cf_t - cf_s) (s < t) or exp(cb_t - cb_s) (s > t).
     for r in range(NC):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
-        g_r = _tile(gf, rows_r, ks, sft, sfd, T, K)
-        cf_r, tf_r = tl.cumsum(g_r, 0), tl.sum(g_r, 0)
-        g_r = _tile(gb, rows_r, ks, sgt, sgd, T, K)
-        cb_r, tb_r = tl.cumsum(g_r, 0, reverse=True), tl.sum(g_r, 0)
-        after_b = tl.minimum(total_b - before_b - tb_r, 0.0)
+        # cf before block r, cb after it; block r's own sums from there.
+        cf_r, tf_r, cb_r, tb_r, before_f, after_b = _block_gates(
+            cum_f, cum_b, i_c * BT, r, *strides, BC, NC
+        )
         acc = _mm(q_r * tl.exp(before_f[None, :] + cf_r), state_f, DT, DOT)
         acc += _mm(q_r * tl.exp(after_b[None, :] + cb_r), state_b, DT, DOT)
-        before_fj = tl.zeros([BK], dtype=tl.float32)
-        before_bj = tl.zeros([BK], dtype=tl.float32)
         for j in range(NC):
             if j != r:  # (block r itself: its diagonal below)
                 rows_j = i_c * BT + j * BC + sub
                 k_j = _tile(k, rows_j, ks, skt, skd, T, K)
                 v_j = _tile(v, rows_j, vs, svt, svd, T, V)
-                g_j = _tile(gf, rows_j, ks, sft, sfd, T, K)
-                tf_j = tl.sum(g_j, 0)
                 if j < r:  # forward: decays split at block r's start
-                    span = before_f - before_fj  # gf over blocks j..r-1
-                    k_j *= tl.exp(
-                        tl.minimum(span[None, :] - tl.cumsum(g_j, 0), 0.0)
-                    )
+                    cf_j = _from_start(cum_f, rows_j, ks, sft, sfd, T, K)
+                    k_j *= tl.exp(tl.minimum(before_f[None, :] - cf_j, 0.0))
                     a = _mm(q_r * tl.exp(cf_r), tl.trans(k_j), DT, DOT)
                     acc += _mm(a, v_j, DT, DOT)
-                g_j = _tile(gb, rows_j, ks, sgt, sgd, T, K)
-                tb_j = tl.sum(g_j, 0)
                 if j > r:  # backward: decays split at block r's end
-                    # gb over blocks r+1..j-1
-                    span = before_bj - before_b - tb_r
-                    cb_j = tl.cumsum(g_j, 0, reverse=True)
-                    k_j *= tl.exp(tl.minimum(span[None, :] + tb_j - cb_j, 0.0))
+                    cb_j = _tile(cum_b, rows_j, ks, sgt, sgd, T, K)
+                    k_j *= tl.exp(tl.minimum(after_b[None, :] - cb_j, 0.0))
                     a = _mm(q_r * tl.exp(cb_r), tl.trans(k_j), DT, DOT)
                     acc += _mm(a, v_j, DT, DOT)
-                before_fj += tf_j
-                before_bj += tb_j
-            else:
-                before_fj += tf_r
-                before_bj += tb_r
         # The diagonal block.
         k_r = _tile(k, rows_r, ks, skt, skd, T, K)
         if _factorable(tf_r, tb_r):
@@ -370,5 +411,3 @@ def bigla_fwd_kernel(
             a = _diagonal_scores(q_r, k_r, decays, BC)
         acc += _mm(a, _tile(v, rows_r, vs, svt, svd, T, V), DT, DOT)
         _put(o, acc * scale, rows_r, vs, sot, sod, T, V)
-        before_f += tf_r
-        before_b += tb_r
