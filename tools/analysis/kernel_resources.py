@@ -164,30 +164,34 @@ def gla_cases(dtype, name, d, arch=90):
     tiles = backend.tile_widths(d, d)
     chunk = dict(K=d, V=d, BT=backend.CHUNK, DT=DT, DOT=DOT)
     blocks = dict(chunk, BC=backend.SUB_BLOCK, **tiles['backward'])
-    warps = {k: v['num_warps'] for k, v in backend.LAUNCH.items()}
+    # (compile-time options, num_warps) of each launch
+    launch = {k: _split_warps(v) for k, v in backend.LAUNCH.items()}
     cases = [
         KernelCase(
             'gla.chunk_states_kernel',
             triton_kernels.chunk_states_kernel,
             pointers,
             dict(chunk, **tiles['states'], INCLUSIVE=False),
-            warps['states'],
+            launch['states'][1],
+            options=launch['states'][0],
         ),
         KernelCase(
             'gla.chunk_fwd_kernel (whole chunks)',
             triton_chunk_kernels.chunk_fwd_kernel,
             pointers,
             dict(chunk, **tiles['forward']),
-            warps['whole_forward'],
+            launch['whole_forward'][1],
             floats=('scale',),
+            options=launch['whole_forward'][0],
         ),
         KernelCase(
             'gla.bigla_fwd_kernel',
             triton_kernels.bigla_fwd_kernel,
             pointers,
             dict(blocks, **tiles['forward']),
-            warps['forward'],
+            launch['forward'][1],
             floats=('scale',),
+            options=launch['forward'][0],
         ),
         *(
             KernelCase(
@@ -195,8 +199,9 @@ def gla_cases(dtype, name, d, arch=90):
                 triton_chunk_kernels.chunk_bwd_kernel,
                 pointers,
                 dict(blocks, PART=part),
-                warps['whole_backward'],
+                launch['whole_backward'][1],
                 floats=('scale',),
+                options=launch['whole_backward'][0],
             )
             for part, name in zip(
                 triton_chunk_kernels.PARTS, ('dq', 'dk', 'dv')
@@ -208,8 +213,9 @@ def gla_cases(dtype, name, d, arch=90):
                 triton_backward_kernels.bigla_bwd_kernel,
                 pointers,
                 dict(blocks, EXACT=diagonal == 'exact diagonals'),
-                warps['backward'],
+                launch['backward'][1],
                 floats=('scale',),
+                options=launch['backward'][0],
             )
             for diagonal in ('factored diagonals', 'exact diagonals')
         ),
@@ -218,7 +224,8 @@ def gla_cases(dtype, name, d, arch=90):
             triton_backward_kernels.gate_grad_carry_kernel,
             pointers,
             dict(K=d, BT=backend.CHUNK, **tiles['gate_grad']),
-            warps['gate_grad'],
+            launch['gate_grad'][1],
+            options=launch['gate_grad'][0],
         ),
     ]
     from mmlvit.ops.gla import gate_kernels, gates

@@ -53,20 +53,25 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Fixed launch configuration of each kernel (Triton's launch options), 8
 # warps where 4 would spill or hold half the resident warps (sm_90, bf16,
 # d = 64; tools/analysis/kernel_resources.py). Registers a thread and
-# spilled bytes at 8 warps (Triton 3.8): whole chunks forward 154 / 0,
-# backward (dq, dk, dv) 209 / 0, 224 / 0, 240 / 0, straight-line code;
-# sub-blocks forward 255 / 8, backward 255 / 168 (factored diagonals) and
-# 255 / 936 (exact, a (16, 16, d_k) decay tile); the state scan 64 / 0
+# spilled bytes at 8 warps (Triton 3.8): whole chunks forward 146 / 0,
+# backward (dq, dk, dv) 209 / 0, 219 / 0, 179 / 0, straight-line code;
+# sub-blocks forward 160 / 0, backward 254 / 0 (factored diagonals) and
+# 255 / 168 (exact, a (16, 16, d_k) decay tile); the state scan 64 / 0
 # (88 at 4 warps) in blocks of 32 key channels by every value channel:
 # an iteration runs about the instructions of a 32 x 32 block's (the
 # keys' decays are the key channels' work), so half the programs do the
 # scan.
+# The sub-block launches' loops over the other sub-blocks (at most three
+# iterations) copy nothing ahead (num_stages=1): with Triton's default of
+# three stages they ran more instructions and took more shared memory
+# (the gradient's, fp32 on sm_80: 173,056 bytes, over the 163 KiB a
+# program may have; 132,096 with one).
 LAUNCH = {
     'states': dict(num_warps=8),
     'whole_forward': dict(num_warps=8),
-    'forward': dict(num_warps=8),
+    'forward': dict(num_warps=8, num_stages=1),
     'whole_backward': dict(num_warps=8),
-    'backward': dict(num_warps=8),
+    'backward': dict(num_warps=8, num_stages=1),
     'gate_grad': dict(num_warps=4),
 }
 

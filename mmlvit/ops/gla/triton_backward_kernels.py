@@ -22,7 +22,7 @@ from .triton_kernels import (
     _factored_key_grad,
     _factored_query_grad,
     _factored_scores,
-    _from_start,
+    _gates_tile,
     _mm,
     _put,
     _tile,
@@ -48,6 +48,23 @@ def _cross_block_grads(
     da = _mm(do_j, tl.trans(v_r), DT, DOT) * scale
     dk_r = _mm(tl.trans(da), qd_j, DT, DOT)
     return dq_r, dv_r, dk_r
+
+
+@triton.jit
+def _block_tiles(
+    q, k, v, do, cum_f, cum_b, rows, ks, vs,
+    sqt, sqd, skt, skd, svt, svd, sot, sod, sft, sfd, sgt, sgd, T, K, V,
+):  # fmt: skip
+    """q, k, v, dL/do and the chunk's cumulative gates cf, cb at ``rows``
+    (a sub-block), fp32."""
+    return (
+        _tile(q, rows, ks, sqt, sqd, T, K),
+        _tile(k, rows, ks, skt, skd, T, K),
+        _tile(v, rows, vs, svt, svd, T, V),
+        _tile(do, rows, vs, sot, sod, T, V),
+        _gates_tile(cum_f, rows, ks, sft, sfd, T, K, True),
+        _gates_tile(cum_b, rows, ks, sgt, sgd, T, K, False),
+    )
 
 
 @triton.jit(do_not_specialize=SIZES)
@@ -166,41 +183,44 @@ def bigla_bwd_kernel(
         dq_b_in = tl.zeros([BC, BK], dtype=tl.float32)
         dk_f_in = tl.zeros([BC, BK], dtype=tl.float32)
         dk_b_in = tl.zeros([BC, BK], dtype=tl.float32)
-        for j in range(NC):
-            if j != r:  # (block r itself: its diagonal above)
-                rows_j = i_c * BT + j * BC + sub
-                q_j = _tile(q, rows_j, ks, sqt, sqd, T, K)
-                k_j = _tile(k, rows_j, ks, skt, skd, T, K)
-                v_j = _tile(v, rows_j, vs, svt, svd, T, V)
-                do_j = _tile(do, rows_j, vs, sot, sod, T, V)
-                cf_j = _from_start(cum_f, rows_j, ks, sft, sfd, T, K)
-                cb_j = _tile(cum_b, rows_j, ks, sgt, sgd, T, K)
-                if j < r:
-                    # Queries r, keys j forward; queries j, keys r backward:
-                    # both split at block r's start.
-                    start_b = after_b + tb_r  # cb at block r's start
-                    part_q, part_v, part_k = _cross_block_grads(
-                        q_j, k_j, v_j, do_j, k_r * key_b, v_r, do_r,
-                        tl.exp(tl.minimum(before_f[None, :] - cf_j, 0.0)),
-                        tl.exp(tl.minimum(cb_j - start_b[None, :], 0.0)),
-                        scale, DT, DOT,
-                    )  # fmt: skip
-                    dq_f_in += part_q
-                    dv_r += part_v
-                    dk_b_in += part_k
-                if j > r:
-                    # Queries r, keys j backward; queries j, keys r forward:
-                    # both split at block r's end.
-                    end_f = before_f + tf_r  # cf at block r's end
-                    part_q, part_v, part_k = _cross_block_grads(
-                        q_j, k_j, v_j, do_j, k_r * key_f, v_r, do_r,
-                        tl.exp(tl.minimum(after_b[None, :] - cb_j, 0.0)),
-                        tl.exp(tl.minimum(cf_j - end_f[None, :], 0.0)),
-                        scale, DT, DOT,
-                    )  # fmt: skip
-                    dq_b_in += part_q
-                    dv_r += part_v
-                    dk_f_in += part_k
+        # Blocks before r: queries r, keys j forward; queries j, keys r
+        # backward; both split at block r's start (cb there: start_b).
+        keys = k_r * key_b
+        start_b = after_b + tb_r
+        for j in range(r):
+            q_j, k_j, v_j, do_j, cf_j, cb_j = _block_tiles(
+                q, k, v, do, cum_f, cum_b, i_c * BT + j * BC + sub, ks, vs,
+                sqt, sqd, skt, skd, svt, svd, sot, sod, sft, sfd, sgt, sgd,
+                T, K, V,
+            )  # fmt: skip
+            part_q, part_v, part_k = _cross_block_grads(
+                q_j, k_j, v_j, do_j, keys, v_r, do_r,
+                tl.exp(tl.minimum(before_f[None, :] - cf_j, 0.0)),
+                tl.exp(tl.minimum(cb_j - start_b[None, :], 0.0)),
+                scale, DT, DOT,
+            )  # fmt: skip
+            dq_f_in += part_q
+            dv_r += part_v
+            dk_b_in += part_k
+        # Blocks after r: queries r, keys j backward; queries j, keys r
+        # forward; both split at block r's end (cf there: end_f).
+        keys = k_r * key_f
+        end_f = before_f + tf_r
+        for j in range(r + 1, NC):
+            q_j, k_j, v_j, do_j, cf_j, cb_j = _block_tiles(
+                q, k, v, do, cum_f, cum_b, i_c * BT + j * BC + sub, ks, vs,
+                sqt, sqd, skt, skd, svt, svd, sot, sod, sft, sfd, sgt, sgd,
+                T, K, V,
+            )  # fmt: skip
+            part_q, part_v, part_k = _cross_block_grads(
+                q_j, k_j, v_j, do_j, keys, v_r, do_r,
+                tl.exp(tl.minimum(after_b[None, :] - cb_j, 0.0)),
+                tl.exp(tl.minimum(cf_j - end_f[None, :], 0.0)),
+                scale, DT, DOT,
+            )  # fmt: skip
+            dq_b_in += part_q
+            dv_r += part_v
+            dk_f_in += part_k
         dq_f += dq_f_in * tl.exp(cf_r)
         dq_b += dq_b_in * tl.exp(cb_r)
         dk_f += dk_f_in * key_f

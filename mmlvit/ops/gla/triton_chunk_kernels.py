@@ -30,7 +30,7 @@ from .triton_kernels import (
     _factorable,
     _factored_query_grad,
     _factored_scores,
-    _from_start,
+    _gates_tile,
     _key_pair_sums,
     _masked_scores,
     _mm,
@@ -60,8 +60,8 @@ def _chunk_gates(
     """cf, cb (BT, BK): chunk ``i_c``'s inclusive cumulative gates from its
     start and from its end; tf, tb (BK,): their sums."""
     rows = i_c * BT + tl.arange(0, BT)
-    cf = _from_start(cum_f, rows, ks, sft, sfd, T, K)
-    cb = _tile(cum_b, rows, ks, sgt, sgd, T, K)
+    cf = _gates_tile(cum_f, rows, ks, sft, sfd, T, K, True)
+    cb = _gates_tile(cum_b, rows, ks, sgt, sgd, T, K, False)
     tf, tb = _chunk_totals(cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K, BT)
     return cf, cb, tf, tb
 

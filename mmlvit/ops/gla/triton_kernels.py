@@ -76,14 +76,22 @@ def _gate_row(ptr, row, valid, ks, stride_t, stride_d, K):
 
 
 @triton.jit
-def _from_start(cf, rows, ks, sft, sfd, T, K):
-    """cf at ``rows``, (rows, BK): past T, the last token's value (the
-    gates there count as 0), so that exp(-cf) stays finite where the
-    tokens are 0 (the offsets are not clamped: the loads stay 16-byte
-    vectors)."""
-    tile = _tile(cf, rows, ks, sft, sfd, T, K)
-    last = _gate_row(cf, T - 1, True, ks, sft, sfd, K)
-    return tl.where(rows[:, None] < T, tile, last[None, :])
+def _gates_tile(ptr, rows, ks, stride_t, stride_d, T, K, FROM_START):
+    """Cumulative gates at ``rows``, (rows, BK) fp32: cf (``FROM_START``)
+    or cb. Past T the gates count as 0: cf keeps its last token's value
+    (so exp(-cf) stays finite where the tokens are 0), cb is 0. That value
+    goes in by a select after the load, not by clamped rows (which make
+    every element its own load) nor by the load's mask alone, even where
+    the values past T do not matter: compiled (sm_90, bf16), the kernels
+    then convert fewer layouts where these tiles' exponentials meet the
+    products' operands (the whole-chunk dv 1,504 instructions a warp and
+    179 registers; 2,384, 255 and a spill with masked loads alone).
+    """
+    tile = _tile(ptr, rows, ks, stride_t, stride_d, T, K)
+    if FROM_START:
+        last = _gate_row(ptr, T - 1, True, ks, stride_t, stride_d, K)
+        return tl.where(rows[:, None] < T, tile, last[None, :])
+    return tl.where(rows[:, None] < T, tile, 0.0)
 
 
 @triton.jit
@@ -113,8 +121,8 @@ def _block_gates(
     beyond = (first + BC < T) & (j < NC - 1)
     after = _gate_row(cb, first + BC, beyond, ks, sgt, sgd, K)
     tb = _gate_row(cb, first, first < T, ks, sgt, sgd, K)
-    cf_j = _from_start(cf, rows, ks, sft, sfd, T, K) - before[None, :]
-    cb_j = _tile(cb, rows, ks, sgt, sgd, T, K) - after[None, :]
+    cf_j = _gates_tile(cf, rows, ks, sft, sfd, T, K, True) - before[None, :]
+    cb_j = _gates_tile(cb, rows, ks, sgt, sgd, T, K, False) - after[None, :]
     return cf_j, tf - before, cb_j, tb - after, before, after
 
 
@@ -387,21 +395,24 @@ def bigla_fwd_kernel(
         )
         acc = _mm(q_r * tl.exp(before_f[None, :] + cf_r), state_f, DT, DOT)
         acc += _mm(q_r * tl.exp(after_b[None, :] + cb_r), state_b, DT, DOT)
-        for j in range(NC):
-            if j != r:  # (block r itself: its diagonal below)
-                rows_j = i_c * BT + j * BC + sub
-                k_j = _tile(k, rows_j, ks, skt, skd, T, K)
-                v_j = _tile(v, rows_j, vs, svt, svd, T, V)
-                if j < r:  # forward: decays split at block r's start
-                    cf_j = _from_start(cum_f, rows_j, ks, sft, sfd, T, K)
-                    k_j *= tl.exp(tl.minimum(before_f[None, :] - cf_j, 0.0))
-                    a = _mm(q_r * tl.exp(cf_r), tl.trans(k_j), DT, DOT)
-                    acc += _mm(a, v_j, DT, DOT)
-                if j > r:  # backward: decays split at block r's end
-                    cb_j = _tile(cum_b, rows_j, ks, sgt, sgd, T, K)
-                    k_j *= tl.exp(tl.minimum(after_b[None, :] - cb_j, 0.0))
-                    a = _mm(q_r * tl.exp(cb_r), tl.trans(k_j), DT, DOT)
-                    acc += _mm(a, v_j, DT, DOT)
+        # Blocks before r, forwards: decays split at block r's start.
+        queries = q_r * tl.exp(cf_r)
+        for j in range(r):
+            rows_j = i_c * BT + j * BC + sub
+            k_j = _tile(k, rows_j, ks, skt, skd, T, K)
+            cf_j = _gates_tile(cum_f, rows_j, ks, sft, sfd, T, K, True)
+            k_j *= tl.exp(tl.minimum(before_f[None, :] - cf_j, 0.0))
+            a = _mm(queries, tl.trans(k_j), DT, DOT)
+            acc += _mm(a, _tile(v, rows_j, vs, svt, svd, T, V), DT, DOT)
+        # Blocks after r, backwards: decays split at block r's end.
+        queries = q_r * tl.exp(cb_r)
+        for j in range(r + 1, NC):
+            rows_j = i_c * BT + j * BC + sub
+            k_j = _tile(k, rows_j, ks, skt, skd, T, K)
+            cb_j = _gates_tile(cum_b, rows_j, ks, sgt, sgd, T, K, False)
+            k_j *= tl.exp(tl.minimum(after_b[None, :] - cb_j, 0.0))
+            a = _mm(queries, tl.trans(k_j), DT, DOT)
+            acc += _mm(a, _tile(v, rows_j, vs, svt, svd, T, V), DT, DOT)
         # The diagonal block.
         k_r = _tile(k, rows_r, ks, skt, skd, T, K)
         if _factorable(tf_r, tb_r):
