@@ -51,20 +51,35 @@ def _cross_block_grads(
 
 
 @triton.jit
-def _block_tiles(
-    q, k, v, do, cum_f, cum_b, rows, ks, vs,
+def _other_block_grads(
+    q, k, v, do, cum_f, cum_b, ks, vs, rows,
     sqt, sqd, skt, skd, svt, svd, sot, sod, sft, sfd, sgt, sgd, T, K, V,
+    keys, v_r, do_r, key_edge, query_edge, scale,
+    BEFORE: tl.constexpr, DT: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
-    """q, k, v, dL/do and the chunk's cumulative gates cf, cb at ``rows``
-    (a sub-block), fp32."""
-    return (
-        _tile(q, rows, ks, sqt, sqd, T, K),
-        _tile(k, rows, ks, skt, skd, T, K),
-        _tile(v, rows, vs, svt, svd, T, V),
-        _tile(do, rows, vs, sot, sod, T, V),
-        _gates_tile(cum_f, rows, ks, sft, sfd, T, K, True),
-        _gates_tile(cum_b, rows, ks, sgt, sgd, T, K, False),
-    )
+    """The terms :func:`_cross_block_grads` gives block r from the
+    sub-block at ``rows``: one before block r (``BEFORE``: its keys decay
+    forwards to block r's start, ``key_edge`` being cf at the token before
+    block r; its queries backwards from there, ``query_edge`` being cb at
+    block r's first token) or one after it (keys backwards to block r's
+    end, ``key_edge`` cb at the token after it; queries forwards from
+    there, ``query_edge`` cf at its last token)."""
+    q_j = _tile(q, rows, ks, sqt, sqd, T, K)
+    k_j = _tile(k, rows, ks, skt, skd, T, K)
+    v_j = _tile(v, rows, vs, svt, svd, T, V)
+    do_j = _tile(do, rows, vs, sot, sod, T, V)
+    cf_j = _gates_tile(cum_f, rows, ks, sft, sfd, T, K, True)
+    cb_j = _gates_tile(cum_b, rows, ks, sgt, sgd, T, K, False)
+    if BEFORE:
+        key_decay = tl.exp(tl.minimum(key_edge[None, :] - cf_j, 0.0))
+        query_decay = tl.exp(tl.minimum(cb_j - query_edge[None, :], 0.0))
+    else:
+        key_decay = tl.exp(tl.minimum(key_edge[None, :] - cb_j, 0.0))
+        query_decay = tl.exp(tl.minimum(cf_j - query_edge[None, :], 0.0))
+    return _cross_block_grads(
+        q_j, k_j, v_j, do_j, keys, v_r, do_r, key_decay, query_decay,
+        scale, DT, DOT,
+    )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=SIZES)
@@ -122,6 +137,11 @@ def bigla_bwd_kernel(
     d_next_f = _chunk_state(d_states, 1, *chunk)
     strides = (ks, sft, sfd, sgt, sgd, T, K)
     total_f, total_b = _chunk_totals(cum_f, cum_b, i_c, *strides, BT)
+    # The other sub-blocks' tensors and their strides.
+    tiles = (q, k, v, do, cum_f, cum_b, ks, vs)
+    tile_strides = (
+        sqt, sqd, skt, skd, svt, svd, sot, sod, sft, sfd, sgt, sgd, T, K, V,
+    )  # fmt: skip
     # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
     # several sub-blocks' tiles live at once and spills (kernel_resources).
     # With cf, cb the chunk's cumulative gates, a decay from token s to t is
@@ -185,38 +205,22 @@ def bigla_bwd_kernel(
         dk_b_in = tl.zeros([BC, BK], dtype=tl.float32)
         # Blocks before r: queries r, keys j forward; queries j, keys r
         # backward; both split at block r's start (cb there: start_b).
-        keys = k_r * key_b
         start_b = after_b + tb_r
         for j in range(r):
-            q_j, k_j, v_j, do_j, cf_j, cb_j = _block_tiles(
-                q, k, v, do, cum_f, cum_b, i_c * BT + j * BC + sub, ks, vs,
-                sqt, sqd, skt, skd, svt, svd, sot, sod, sft, sfd, sgt, sgd,
-                T, K, V,
-            )  # fmt: skip
-            part_q, part_v, part_k = _cross_block_grads(
-                q_j, k_j, v_j, do_j, keys, v_r, do_r,
-                tl.exp(tl.minimum(before_f[None, :] - cf_j, 0.0)),
-                tl.exp(tl.minimum(cb_j - start_b[None, :], 0.0)),
-                scale, DT, DOT,
+            part_q, part_v, part_k = _other_block_grads(
+                *tiles, i_c * BT + j * BC + sub, *tile_strides, k_r * key_b,
+                v_r, do_r, before_f, start_b, scale, True, DT, DOT,
             )  # fmt: skip
             dq_f_in += part_q
             dv_r += part_v
             dk_b_in += part_k
         # Blocks after r: queries r, keys j backward; queries j, keys r
         # forward; both split at block r's end (cf there: end_f).
-        keys = k_r * key_f
         end_f = before_f + tf_r
         for j in range(r + 1, NC):
-            q_j, k_j, v_j, do_j, cf_j, cb_j = _block_tiles(
-                q, k, v, do, cum_f, cum_b, i_c * BT + j * BC + sub, ks, vs,
-                sqt, sqd, skt, skd, svt, svd, sot, sod, sft, sfd, sgt, sgd,
-                T, K, V,
-            )  # fmt: skip
-            part_q, part_v, part_k = _cross_block_grads(
-                q_j, k_j, v_j, do_j, keys, v_r, do_r,
-                tl.exp(tl.minimum(after_b[None, :] - cb_j, 0.0)),
-                tl.exp(tl.minimum(cf_j - end_f[None, :], 0.0)),
-                scale, DT, DOT,
+            part_q, part_v, part_k = _other_block_grads(
+                *tiles, i_c * BT + j * BC + sub, *tile_strides, k_r * key_f,
+                v_r, do_r, after_b, end_f, scale, False, DT, DOT,
             )  # fmt: skip
             dq_b_in += part_q
             dv_r += part_v
