@@ -76,7 +76,9 @@ def _gate_row(ptr, row, valid, ks, stride_t, stride_d, K):
 
 
 @triton.jit
-def _gates_tile(ptr, rows, ks, stride_t, stride_d, T, K, FROM_START):
+def _gates_tile(
+    ptr, rows, ks, stride_t, stride_d, T, K, FROM_START: tl.constexpr
+):
     """Cumulative gates at ``rows``, (rows, BK) fp32: cf (``FROM_START``)
     or cb. Past T the gates count as 0: cf keeps its last token's value
     (so exp(-cf) stays finite where the tokens are 0), cb is 0. That value
@@ -328,17 +330,19 @@ def chunk_states_kernel(
         b_x = _tile(x, rows, ks, sxt, sxd, T, K)
         b_y = _tile(y, rows, vs, syt, syd, T, V)
         # One of the two tile loads is fully masked: no branch in the loop.
-        # The gate sum is the entry at the chunk's last token for gates
-        # from its start, at its first for gates from its end: both rows
-        # are read and one kept (masked by direction, the loop took 59 %
-        # more instructions and, with Triton 3.6, 141 registers, not 58).
+        # Both directions' gate sums are read and one kept (masked by
+        # direction, the loop took 59 % more instructions and, with Triton
+        # 3.6, 141 registers, not 58).
         cum = _tile(g0, rows, ks, s0t, s0d, T * (1 - i_dir), K)
         cum += _tile(g1, rows, ks, s1t, s1d, T * i_dir, K)
-        last = tl.minimum(c * BT + BT, T) - 1
-        edge = c * BT if INCLUSIVE else last
-        total0 = _gate_row(g0, edge, True, ks, s0t, s0d, K)
-        edge = last if INCLUSIVE else c * BT
-        total1 = _gate_row(g1, edge, True, ks, s1t, s1d, K)
+        if INCLUSIVE:  # g0 = cb, g1 = cf
+            total1, total0 = _chunk_totals(
+                g1, g0, c, ks, s1t, s1d, s0t, s0d, T, K, BT
+            )
+        else:  # g0 = cf, g1 = cb
+            total0, total1 = _chunk_totals(
+                g0, g1, c, ks, s0t, s0d, s1t, s1d, T, K, BT
+            )
         total = tl.where(i_dir == 0, total0, total1)
         exponent = cum if INCLUSIVE else total[None, :] - cum
         b_x *= tl.exp(tl.minimum(exponent, 0.0))
