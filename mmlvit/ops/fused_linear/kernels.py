@@ -29,6 +29,8 @@ partials have an extra splits axis after SEGS.
 import triton
 import triton.language as tl
 
+from ..triton_math import exp
+
 ELU, RELU, IDENTITY, INLINE, MHLA = 0, 1, 2, 3, 4
 
 # Sizes that vary between calls are not specialised on (Triton would
@@ -47,7 +49,7 @@ SIZES = [
 def _phi(x, MODE: tl.constexpr):
     """The feature map on an fp32 tile."""
     if MODE == 0:
-        return tl.where(x > 0, x + 1.0, tl.exp(x))
+        return tl.where(x > 0, x + 1.0, exp(x))
     elif MODE == 1:
         return tl.maximum(x, 0.0)
     elif MODE == 4:
@@ -60,7 +62,7 @@ def _phi(x, MODE: tl.constexpr):
 def _phi_grad(x, MODE: tl.constexpr):
     """d phi / dx on an fp32 tile."""
     if MODE == 0:
-        return tl.where(x > 0, 1.0, tl.exp(x))
+        return tl.where(x > 0, 1.0, exp(x))
     elif MODE == 1 or MODE == 4:
         return tl.where(x > 0, 1.0, 0.0)
     else:

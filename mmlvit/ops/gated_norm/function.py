@@ -9,8 +9,8 @@ from ..fused_linear.function import _strides, _unit_last_stride, _width
 from . import kernels
 
 # A program takes 64 tokens of one head. The kernels are bound by memory:
-# at 8 warps the forward takes 42 registers a thread and the gradient 120,
-# 40 and 16 resident warps (at 4: 59 and 168, 32 and 12; sm_90, bf16,
+# at 8 warps the forward takes 42 registers a thread and the gradient 121,
+# 40 and 16 resident warps (at 4: 60 and 180, 32 and 8; sm_90, bf16,
 # d = 64, no spill; tools/analysis/kernel_resources.py).
 BLOCK_N = 64
 NUM_WARPS = 8

@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 from ..fused_linear.kernels import _tile
-from ..gated_norm.kernels import _rows
+from ..triton_math import exp
 
 # Sizes that vary between calls are not specialised on; the head width D
 # is (a multiple of 16: rows load as 16-byte vectors).
@@ -74,6 +74,23 @@ def _logits(f, w, b_ptr, channels, inside):
     return tl.dot(f, w, input_precision='ieee') + bias[None, :]
 
 
+@triton.jit
+def _chunk_rows(
+    N, reverse, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    CUMULATIVE: tl.constexpr,
+):  # fmt: skip
+    """This program's ``BLOCK_N`` tokens, which of them exist, and the
+    channels. With CUMULATIVE and ``reverse``, the tokens are in reverse
+    order (the chunk's last first), so that a reverse sum over the tokens
+    is a forward one down the rows: a reverse ``tl.cumsum`` ran about
+    twice the instructions of a forward one (sm_90)."""
+    rows = tl.arange(0, BLOCK_N)
+    if CUMULATIVE:
+        rows = rows ^ tl.where(reverse, BLOCK_N - 1, 0)
+    tokens = tl.program_id(0) * BLOCK_N + rows
+    return tokens, tokens < N, tl.arange(0, BLOCK_D)
+
+
 @triton.jit(do_not_specialize=SIZES)
 def log_gate_kernel(
     f_ptr, w_ptr, b_ptr, g_ptr, H, N, D, R, inv_temperature,
@@ -81,8 +98,11 @@ def log_gate_kernel(
     CUMULATIVE: tl.constexpr,
 ):  # fmt: skip
     """Grid (cdiv(N, BLOCK_N), B * 2 H): both directions' heads."""
-    bh, tokens, valid, cols = _rows(N, BLOCK_N, BLOCK_D)
+    bh = tl.program_id(1)
     heads = 2 * H
+    tokens, valid, cols = _chunk_rows(
+        N, bh % heads >= H, BLOCK_N, BLOCK_D, CUMULATIVE
+    )
     rows = (bh // heads).to(tl.int64) * N + tokens
     channels = (bh % heads) * D + cols
     inside = cols < D
@@ -91,14 +111,10 @@ def log_gate_kernel(
     )
     logits = _logits(f, w, b_ptr, channels, inside)
     # logsigmoid(l) = min(l, 0) - log(1 + exp(-|l|)), exact for any l.
-    soft = tl.log(1.0 + tl.exp(-tl.abs(logits)))
+    soft = tl.log(1.0 + exp(-tl.abs(logits)))
     g = (tl.minimum(logits, 0.0) - soft) * inv_temperature
-    if CUMULATIVE:  # over the tokens there are (a reverse sum starts last)
-        g = tl.where(valid[:, None], g, 0.0)
-        if bh % heads < H:
-            g = tl.cumsum(g, 0)
-        else:
-            g = tl.cumsum(g, 0, reverse=True)
+    if CUMULATIVE:  # over the tokens there are, in the rows' order
+        g = tl.cumsum(tl.where(valid[:, None], g, 0.0), 0)
     offsets = rows[:, None] * (heads * D) + channels[None, :]
     mask = valid[:, None] & inside[None, :]
     tl.store(g_ptr + offsets, g.to(g_ptr.dtype.element_ty), mask=mask)
@@ -115,7 +131,11 @@ def log_gate_grad_kernel(
     forward, 1: backward). Partial sums, fp32: df (2 H, B N, R), one per
     head; dW (cdiv(N, BLOCK_N), B, 2 C, R) and db (cdiv(N, BLOCK_N), B,
     2 C), one per token tile and image."""
-    bh, tokens, valid, cols = _rows(N, BLOCK_N, BLOCK_D)
+    bh = tl.program_id(1)
+    # A forward gate's sum runs to the chunk's end: its rows reversed.
+    tokens, valid, cols = _chunk_rows(
+        N, DIRECTION == 0, BLOCK_N, BLOCK_D, CUMULATIVE
+    )
     head = DIRECTION * H + bh % H
     rows = (bh // H).to(tl.int64) * N + tokens
     channels = head * D + cols
@@ -126,13 +146,12 @@ def log_gate_grad_kernel(
     logits = _logits(f, w, b_ptr, channels, inside)
     dg = _tile(dg_ptr, sgb, sgh, sgn, bh, H, tokens, valid, cols, D)
     if CUMULATIVE:  # g_t is in the sums at t and after (before, backward)
-        if DIRECTION == 0:
-            dg = tl.cumsum(dg, 0, reverse=True)
-        else:  # (which carries the sum past the tokens there are)
-            dg = tl.where(valid[:, None], tl.cumsum(dg, 0), 0.0)
+        # (rows past the tokens there are, last in the backward
+        # direction's order, would carry the sum)
+        dg = tl.where(valid[:, None], tl.cumsum(dg, 0), 0.0)
     # sigmoid(-l) from exp(-|l|), which cannot overflow; dl is zero
     # outside the tile's tokens and channels, as dg is.
-    e = tl.exp(-tl.abs(logits))
+    e = exp(-tl.abs(logits))
     dl = dg * (tl.where(logits > 0, e, 1.0) / (1.0 + e)) * inv_temperature
     # This tile's rows of its head's df, and its (image, tile) slot of dW.
     df = tl.dot(dl, tl.trans(w), input_precision='ieee')

@@ -54,9 +54,9 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # warps where 4 would spill or hold half the resident warps (sm_90, bf16,
 # d = 64; tools/analysis/kernel_resources.py). Registers a thread and
 # spilled bytes at 8 warps (Triton 3.8): whole chunks forward 146 / 0,
-# backward (dq, dk, dv) 209 / 0, 219 / 0, 179 / 0, straight-line code;
-# sub-blocks forward 160 / 0, backward 254 / 0 (factored diagonals) and
-# 255 / 168 (exact, a (16, 16, d_k) decay tile); the state scan 64 / 0
+# backward (dq, dk, dv) 194 / 0, 230 / 0, 180 / 0, straight-line code;
+# sub-blocks forward 189 / 0, backward 255 / 0 (factored diagonals) and
+# 255 / 152 (exact, a (16, 16, d_k) decay tile); the state scan 64 / 0
 # (88 at 4 warps) in blocks of 32 key channels by every value channel:
 # an iteration runs about the instructions of a 32 x 32 block's (the
 # keys' decays are the key channels' work), so half the programs do the

@@ -8,6 +8,7 @@ helpers these share.
 import triton
 import triton.language as tl
 
+from ..triton_math import exp
 from .triton_kernels import (
     EXACT_DIAGONALS,
     FACTORED_DIAGONALS,
@@ -71,11 +72,11 @@ def _other_block_grads(
     cf_j = _gates_tile(cum_f, rows, ks, sft, sfd, T, K, True)
     cb_j = _gates_tile(cum_b, rows, ks, sgt, sgd, T, K, False)
     if BEFORE:
-        key_decay = tl.exp(tl.minimum(key_edge[None, :] - cf_j, 0.0))
-        query_decay = tl.exp(tl.minimum(cb_j - query_edge[None, :], 0.0))
+        key_decay = exp(tl.minimum(key_edge[None, :] - cf_j, 0.0))
+        query_decay = exp(tl.minimum(cb_j - query_edge[None, :], 0.0))
     else:
-        key_decay = tl.exp(tl.minimum(key_edge[None, :] - cb_j, 0.0))
-        query_decay = tl.exp(tl.minimum(cf_j - query_edge[None, :], 0.0))
+        key_decay = exp(tl.minimum(key_edge[None, :] - cb_j, 0.0))
+        query_decay = exp(tl.minimum(cf_j - query_edge[None, :], 0.0))
     return _cross_block_grads(
         q_j, k_j, v_j, do_j, keys, v_r, do_r, key_decay, query_decay,
         scale, DT, DOT,
@@ -186,12 +187,12 @@ def bigla_bwd_kernel(
         # far ends (for queries in the other blocks).
         key_f = _decay_to_end(cf_r, tf_r)
         key_b = _decay_to_end(cb_r, tb_r)
-        to_end_f = key_f * tl.exp(tl.minimum(after_f, 0.0))[None, :]
-        to_start_b = key_b * tl.exp(tl.minimum(before_b, 0.0))[None, :]
+        to_end_f = key_f * exp(tl.minimum(after_f, 0.0))[None, :]
+        to_start_b = key_b * exp(tl.minimum(before_b, 0.0))[None, :]
         # Through the states.
-        decay_q = tl.exp(before_f[None, :] + cf_r) * scale
+        decay_q = exp(before_f[None, :] + cf_r) * scale
         dq_f += _mm(do_r, tl.trans(state_f), DT, DOT) * decay_q
-        decay_q = tl.exp(after_b[None, :] + cb_r) * scale
+        decay_q = exp(after_b[None, :] + cb_r) * scale
         dq_b += _mm(do_r, tl.trans(state_b), DT, DOT) * decay_q
         dk_f += _mm(v_r, tl.trans(d_next_f), DT, DOT) * to_end_f * scale
         dk_b += _mm(v_r, tl.trans(d_next_b), DT, DOT) * to_start_b * scale
@@ -225,8 +226,8 @@ def bigla_bwd_kernel(
             dq_b_in += part_q
             dv_r += part_v
             dk_f_in += part_k
-        dq_f += dq_f_in * tl.exp(cf_r)
-        dq_b += dq_b_in * tl.exp(cb_r)
+        dq_f += dq_f_in * exp(cf_r)
+        dq_b += dq_b_in * exp(cb_r)
         dk_f += dk_f_in * key_f
         dk_b += dk_b_in * key_b
         _put(dq, dq_f + dq_b, rows_r, ks, sdqt, sdqd, T, K)

@@ -19,6 +19,7 @@ H, NT)) one of WHOLE_CHUNK (taken here), FACTORED_DIAGONALS (every
 import triton
 import triton.language as tl
 
+from ..triton_math import exp
 from .triton_kernels import (
     FACTORED_DIAGONALS,
     SIZES,
@@ -99,7 +100,7 @@ def _query_grad(
     backwards), ``mask`` its triangle of (query, key) pairs, ``da`` =
     scale do v^T and ``state`` the state entering the chunk: the pairs'
     part (:func:`_factored_query_grad`) + scale (do state^T) exp(c)."""
-    dq = _mm(do, tl.trans(state), DT, DOT) * scale * tl.exp(c)
+    dq = _mm(do, tl.trans(state), DT, DOT) * scale * exp(c)
     return dq + _factored_query_grad(da, k, c, mask, DT, DOT)
 
 
@@ -116,8 +117,8 @@ def _key_grad(
     c)) under one factor."""
     dk = _key_pair_sums(da, q, c, mask, DT, DOT)
     carried = _mm(v, tl.trans(d_state), DT, DOT)
-    dk += carried * (scale * tl.exp(total))[None, :]
-    return dk * tl.exp(-c)
+    dk += carried * (scale * exp(total))[None, :]
+    return dk * exp(-c)
 
 
 @triton.jit
@@ -128,10 +129,10 @@ def _value_grads(
     :func:`_key_grad`: A^T do + (k exp(total - c)) d_state, with A_ts =
     (q_t exp(c_t)) (k_s exp(-c_s)) on ``mask`` and the keys' factors
     shared by both parts."""
-    keys = k * tl.exp(-c)
-    a = _masked_scores(q * tl.exp(c), keys, mask, DT, DOT)
+    keys = k * exp(-c)
+    a = _masked_scores(q * exp(c), keys, mask, DT, DOT)
     dv = _mm(tl.trans(a), do, DT, DOT)
-    keys *= tl.exp(total)[None, :]
+    keys *= exp(total)[None, :]
     return dv + _mm(keys, d_state, DT, DOT)
 
 
@@ -168,9 +169,9 @@ def chunk_fwd_kernel(
         v_c = _tile(_base(v, i_b, i_h, svb, svh), rows, vs, svt, svd, T, V)
         chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V)
         state = _chunk_state(states, 0, *chunk)
-        acc = _mm(q_c * tl.exp(cf), state, DT, DOT)
+        acc = _mm(q_c * exp(cf), state, DT, DOT)
         state = _chunk_state(states, 1, *chunk)
-        acc += _mm(q_c * tl.exp(cb), state, DT, DOT)
+        acc += _mm(q_c * exp(cb), state, DT, DOT)
         a = _factored_scores(q_c, k_c, cf, cb, BT, DT, DOT)
         acc += _mm(a, v_c, DT, DOT)
         o = _base(o, i_b, i_h, sob, soh)

@@ -44,6 +44,8 @@ wrong), so operands are rounded to ``DT`` first either way.
 import triton
 import triton.language as tl
 
+from ..triton_math import exp
+
 # Sizes that vary between calls are not specialised on (e.g. B = 1), so one
 # compilation per dtype and head width serves every batch and length.
 SIZES = ['T', 'B', 'H', 'NT']
@@ -185,7 +187,7 @@ def _decay_to_end(c, total):
     """exp(total - c), (rows, BK): the decay from each token to the far end
     of its span, with ``c`` the inclusive cumulative gates from the near
     end and ``total`` (BK,) their sum (clamped at 0 against rounding)."""
-    return tl.exp(tl.minimum(total[None, :] - c, 0.0))
+    return exp(tl.minimum(total[None, :] - c, 0.0))
 
 
 @triton.jit
@@ -196,7 +198,7 @@ def _factored_direction_scores(
     fp32, zero outside ``mask``: q_t k_s exp(c_t - c_s) as one product of
     q exp(c) and k exp(-c), with ``c`` the direction's inclusive
     cumulative gates from the span's near end."""
-    return _masked_scores(q * tl.exp(c), k * tl.exp(-c), mask, DT, DOT)
+    return _masked_scores(q * exp(c), k * exp(-c), mask, DT, DOT)
 
 
 @triton.jit
@@ -229,8 +231,8 @@ def _factored_query_grad(
     factorable span, (rows, BK): exp(c) (da_mask (k exp(-c))), with ``da``
     = scale do v^T (rows, rows) and ``c`` the direction's inclusive
     cumulative gates from the span's near end (cf, or cb backwards)."""
-    dq = _mm_wide(tl.where(mask, da, 0.0), k * tl.exp(-c), DT, DOT)
-    return dq * tl.exp(c)
+    dq = _mm_wide(tl.where(mask, da, 0.0), k * exp(-c), DT, DOT)
+    return dq * exp(c)
 
 
 @triton.jit
@@ -239,7 +241,7 @@ def _factored_key_grad(
 ):  # fmt: skip
     """dk of the pairs in ``mask``, as :func:`_factored_query_grad`:
     exp(-c) (:func:`_key_pair_sums`)."""
-    return _key_pair_sums(da, q, c, mask, DT, DOT) * tl.exp(-c)
+    return _key_pair_sums(da, q, c, mask, DT, DOT) * exp(-c)
 
 
 @triton.jit
@@ -249,7 +251,7 @@ def _key_pair_sums(
     """da_mask^T (q exp(c)), (rows, BK): dk of the pairs in ``mask``
     before the keys' factor exp(-c)."""
     da = tl.trans(tl.where(mask, da, 0.0))
-    return _mm_wide(da, q * tl.exp(c), DT, DOT)
+    return _mm_wide(da, q * exp(c), DT, DOT)
 
 
 @triton.jit
@@ -263,7 +265,7 @@ def _diagonal_decays(cf, cb, BC: tl.constexpr):
     s = tl.arange(0, BC)[None, :, None]
     forward = cf[:, None, :] - cf[None, :, :]
     backward = cb[:, None, :] - cb[None, :, :]
-    return tl.exp(tl.where(s < t, forward, tl.where(s > t, backward, 0.0)))
+    return exp(tl.where(s < t, forward, tl.where(s > t, backward, 0.0)))
 
 
 @triton.jit
@@ -345,8 +347,8 @@ def chunk_states_kernel(
             )
         total = tl.where(i_dir == 0, total0, total1)
         exponent = cum if INCLUSIVE else total[None, :] - cum
-        b_x *= tl.exp(tl.minimum(exponent, 0.0))
-        state = state * tl.exp(total)[:, None]
+        b_x *= exp(tl.minimum(exponent, 0.0))
+        state = state * exp(total)[:, None]
         state += _mm(tl.trans(b_x), b_y, DT, DOT)
 
 
@@ -397,24 +399,24 @@ def bigla_fwd_kernel(
         cf_r, tf_r, cb_r, tb_r, before_f, after_b = _block_gates(
             cum_f, cum_b, i_c * BT, r, *strides, BC, NC
         )
-        acc = _mm(q_r * tl.exp(before_f[None, :] + cf_r), state_f, DT, DOT)
-        acc += _mm(q_r * tl.exp(after_b[None, :] + cb_r), state_b, DT, DOT)
+        acc = _mm(q_r * exp(before_f[None, :] + cf_r), state_f, DT, DOT)
+        acc += _mm(q_r * exp(after_b[None, :] + cb_r), state_b, DT, DOT)
         # Blocks before r, forwards: decays split at block r's start.
-        queries = q_r * tl.exp(cf_r)
+        queries = q_r * exp(cf_r)
         for j in range(r):
             rows_j = i_c * BT + j * BC + sub
             k_j = _tile(k, rows_j, ks, skt, skd, T, K)
             cf_j = _gates_tile(cum_f, rows_j, ks, sft, sfd, T, K, True)
-            k_j *= tl.exp(tl.minimum(before_f[None, :] - cf_j, 0.0))
+            k_j *= exp(tl.minimum(before_f[None, :] - cf_j, 0.0))
             a = _mm(queries, tl.trans(k_j), DT, DOT)
             acc += _mm(a, _tile(v, rows_j, vs, svt, svd, T, V), DT, DOT)
         # Blocks after r, backwards: decays split at block r's end.
-        queries = q_r * tl.exp(cb_r)
+        queries = q_r * exp(cb_r)
         for j in range(r + 1, NC):
             rows_j = i_c * BT + j * BC + sub
             k_j = _tile(k, rows_j, ks, skt, skd, T, K)
             cb_j = _gates_tile(cum_b, rows_j, ks, sgt, sgd, T, K, False)
-            k_j *= tl.exp(tl.minimum(after_b[None, :] - cb_j, 0.0))
+            k_j *= exp(tl.minimum(after_b[None, :] - cb_j, 0.0))
             a = _mm(queries, tl.trans(k_j), DT, DOT)
             acc += _mm(a, _tile(v, rows_j, vs, svt, svd, T, V), DT, DOT)
         # The diagonal block.

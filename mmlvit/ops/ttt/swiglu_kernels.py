@@ -31,6 +31,7 @@ import triton
 import triton.language as tl
 
 from ..fused_linear.kernels import _dot, _range_tokens, _store, _tile
+from ..triton_math import sigmoid
 
 # Not specialised on, as in fused_linear.kernels: the head width D is.
 SIZES = ['H', 'N']
@@ -84,7 +85,7 @@ def _step_squares(
 @triton.jit
 def _silu_terms(z):
     """silu(z) and silu'(z) = s (1 + z (1 - s)), s = sigmoid(z)."""
-    s = tl.sigmoid(z)
+    s = sigmoid(z)
     return z * s, s * (1.0 + z * (1.0 - s))
 
 
@@ -229,7 +230,7 @@ def key_value_grad_kernel(
         v = _tile(v_ptr, svb, svh, svn, bh, H, tokens, valid, cd, D)
         z1 = _dot(k, w1, PRECISION)
         z2 = _dot(k, w2, PRECISION)
-        s = tl.sigmoid(z2)
+        s = sigmoid(z2)
         silu, silu_grad = _silu_terms(z2)
         silu_grad2 = s * (1.0 - s) * (2.0 + z2 * (1.0 - 2.0 * s))
         a = v * silu
