@@ -38,11 +38,11 @@ BLOCK_N = 64  # tokens per tile
 # either way, the same tensor-core (HGMMA) products (sm_90, bf16, d = 64).
 NUM_WARPS = 8
 # The gradient kernels hold the state, its transpose and its gradient as
-# fp32 tiles beside the token tiles: at 4 warps they take 194 and 166
+# fp32 tiles beside the token tiles: at 4 warps they take 190 and 166
 # registers a thread (8 and 12 resident warps), at 8 128 and 81 (16 and
 # 16); no spill (sm_90, bf16, d = 64, tools/analysis/kernel_resources.py).
 GRAD_NUM_WARPS = 8
-# The query-gradient kernel runs its token range in tiles of 32: 128-172
+# The query-gradient kernel runs its token range in tiles of 32: 128-174
 # registers a thread in bf16 and fp16 with Triton 3.6 and 3.8 (8-16
 # resident warps), against 230-255 (8) for tiles of 64 at about the same
 # instructions a token (13-15 in bf16); no spill in the loop either way

@@ -12,7 +12,7 @@ the operator (see :mod:`.function`):
 - 0, 1, 2, 4: phi(x) = elu(x) + 1, relu(x), x or relu(x) + 1e-6 (MHLA), and
   o = phi(q) S / (phi(q) . z + eps)
 - 3: InLine (identity phi), o = (s/N) (q S - (q . z) v_bar) + v_bar with
-  v_bar = z_v / N
+  v_bar = z_v / N, as (s/N) q (S - z v_bar^T) + v_bar
 
 with S = phi(k)^T v (d_k x d_v), z = phi(k)^T 1 and z_v = v^T 1 over the
 segment. Feature maps, states, normalisers and every sum are fp32 in
@@ -124,7 +124,15 @@ def _store(
 
 @triton.jit
 def _phi_tile(x, valid, cols, D, MODE: tl.constexpr):
-    """phi of a loaded tile, zero in its padding (elu + 1 is 1 at 0)."""
+    """phi of a tile loaded as zero in its padding, zero there too: a
+    select for ELU and MHLA, whose phi(0) is not 0, and for ReLU, whose
+    is. Without it Triton 3.6 (the H200 image's) compiled ReLU's state
+    loop to 271 instructions a warp instead of 229, and 3.8 its query
+    gradient to 142 registers a thread instead of 128 (8 resident warps
+    instead of 16); InLine's loops ran 15-40 % fewer instructions without
+    it (sm_90, bf16, 8 warps; tools/analysis/kernel_resources.py)."""
+    if MODE == 2 or MODE == 3:
+        return x
     inside = valid[:, None] & (cols[None, :] < D)
     return tl.where(inside, _phi(x, MODE), 0.0)
 
@@ -225,21 +233,30 @@ def _tile_output(
     q, valid, s, z, zv, DK, seg_len, eps, alpha,
     MODE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
-    """o (fp32) of one fp32 query tile given its segment's state.
+    """o (fp32) of one fp32 query tile given its segment's state as
+    :func:`_output_state` gives it (InLine's S - z v_bar^T; ``alpha`` =
+    s/N, unused otherwise).
 
-    ``alpha`` is s/N for InLine (unused otherwise). The state and every
-    product with it are fp32: a key sum over many tokens need not fit a
-    16-bit type.
-    """
+    The state is fp32 (a key sum over many tokens need not fit a 16-bit
+    type); the kernel modes' normaliser q . z is summed in fp32 and
+    inverted once a row."""
     phi_q = _phi_tile(q, valid, tl.arange(0, BLOCK_K), DK, MODE)
     num = _dot(phi_q, s, PRECISION)
-    qz = tl.sum(phi_q * z[None, :], axis=1)
     if MODE == 3:
         v_bar = zv / seg_len
-        o = alpha * (num - qz[:, None] * v_bar[None, :]) + v_bar[None, :]
-    else:
-        o = num / (qz + eps)[:, None]
-    return o
+        return alpha * num + v_bar[None, :]
+    qz = tl.sum(phi_q * z[None, :], axis=1)
+    return num * (1.0 / (qz + eps))[:, None]
+
+
+@triton.jit
+def _output_state(s, z, zv, seg_len, MODE: tl.constexpr):
+    """The state the outputs read: S, or for InLine S - z v_bar^T, so that
+    q S - (q . z) v_bar is one product (no sum over a query's channels),
+    centred in fp32 before any rounding for the product."""
+    if MODE == 3:
+        return s - z[:, None] * (zv / seg_len)[None, :]
+    return s
 
 
 @triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
@@ -278,6 +295,7 @@ def _range_outputs(
     (``tiles_per_split`` tiles) given the segment's state."""
     ck = tl.arange(0, BLOCK_K)
     cv = tl.arange(0, BLOCK_V)
+    s = _output_state(s, z, zv, seg_len, MODE)
     for t in range(tiles_per_split):
         idx, _ = _range_tokens(split, t, tiles_per_split, seg_len, BLOCK_N)
         tokens, valid = _tokens(
@@ -355,8 +373,10 @@ def query_grad_kernel(
     Kernel modes, with den = phi(q) . z + eps and o = phi(q) S / den:
     d num = do / den, d den = -(do . o) / den,
     d phi(q) = d num S^T + d den z, dS += phi(q)^T d num, dz += phi(q) d den.
-    InLine: dq = alpha (do S^T - (do . v_bar) z), dS += alpha q^T do,
-    dz -= alpha (do . v_bar) q, dz_v += do (1 - alpha q . z) / N.
+    InLine: dq = alpha do (S - z v_bar^T)^T, dS += alpha q^T do, and after
+    the loop, from the range's dS and sum of do, dz = -dS v_bar (the sum
+    of -alpha (do . v_bar) q) and dz_v = (sum do - dS^T z) / N (of do (1 -
+    alpha q . z) / N): no sum over a token's channels in the loop.
     dz and dz_v add up whole tiles, as in :func:`_range_state`.
     """
     bh, seg, split, state = _split_program(splits)
@@ -364,9 +384,9 @@ def query_grad_kernel(
     cv = tl.arange(0, BLOCK_V)
     offsets = _state_offsets(state, BLOCK_K, BLOCK_V)
     s = tl.load(s_ptr + offsets[0])
-    s_t = tl.trans(s)
     z = tl.load(z_ptr + offsets[1])
-    v_bar = tl.load(zv_ptr + offsets[2]) / seg_len
+    zv = tl.load(zv_ptr + offsets[2])
+    s_t = tl.trans(_output_state(s, z, zv, seg_len, MODE))
     ds = tl.zeros((BLOCK_K, BLOCK_V), tl.float32)
     dz = tl.zeros((BLOCK_N, BLOCK_K), tl.float32)
     dzv = tl.zeros((BLOCK_N, BLOCK_V), tl.float32)
@@ -378,29 +398,32 @@ def query_grad_kernel(
         q = _tile(q_ptr, sqb, sqh, sqn, bh, H, tokens, valid, ck, DK)
         do = _tile(do_ptr, sdob, sdoh, sdon, bh, H, tokens, valid, cv, DV)
         phi_q = _phi_tile(q, valid, ck, DK, MODE)
-        qz = tl.sum(phi_q * z[None, :], axis=1)
         if MODE == 3:
-            do_v = tl.sum(do * v_bar[None, :], axis=1)
-            dq = alpha * (
-                _dot(do, s_t, PRECISION) - do_v[:, None] * z[None, :]
-            )
-            ds += alpha * _dot(tl.trans(phi_q), do, PRECISION)
-            dz -= alpha * phi_q * do_v[:, None]
-            dzv += do * ((1.0 - alpha * qz) / seg_len)[:, None]
+            dq = alpha * _dot(do, s_t, PRECISION)
+            ds += _dot(tl.trans(phi_q), do, PRECISION)
+            dzv += do
         else:
-            den = qz + eps
-            o = _dot(phi_q, s, PRECISION) / den[:, None]
-            d_num = do / den[:, None]
-            d_den = -tl.sum(do * o, axis=1) / den
+            inv_den = 1.0 / (tl.sum(phi_q * z[None, :], axis=1) + eps)
+            o = _dot(phi_q, s, PRECISION) * inv_den[:, None]
+            d_num = do * inv_den[:, None]
+            d_den = -tl.sum(do * o, axis=1) * inv_den
             d_phi = _dot(d_num, s_t, PRECISION)
             dq = (d_phi + d_den[:, None] * z[None, :]) * _phi_grad(q, MODE)
             ds += _dot(tl.trans(phi_q), d_num, PRECISION)
             dz += phi_q * d_den[:, None]
         _store(dq_ptr, sdqb, sdqh, sdqn, bh, H, tokens, valid, ck, DK, dq)
+    if MODE == 3:
+        ds = alpha * ds
+        dz = -tl.sum(ds * (zv / seg_len)[None, :], axis=1)
+        dzv = tl.sum(dzv, axis=0) - tl.sum(ds * z[:, None], axis=0)
+        dzv = dzv / seg_len
+    else:  # (z_v is InLine's only)
+        dz = tl.sum(dz, axis=0)
+        dzv = tl.zeros((BLOCK_V,), tl.float32)
     offsets = _state_offsets(state * splits + split, BLOCK_K, BLOCK_V)
     tl.store(ds_ptr + offsets[0], ds)
-    tl.store(dz_ptr + offsets[1], tl.sum(dz, axis=0))
-    tl.store(dzv_ptr + offsets[2], tl.sum(dzv, axis=0))
+    tl.store(dz_ptr + offsets[1], dz)
+    tl.store(dzv_ptr + offsets[2], dzv)
 
 
 @triton.jit(do_not_specialize=SIZES + ['tiles_per_seg'])
