@@ -1,6 +1,7 @@
-"""mmlvit.ops.triton_math: e^x as 2^(x log2 e) in two machine instructions
-an element (sm_90, compiled without a GPU), and its values on a GPU. Its
-values on CPU are every fused kernel's interpreter check."""
+"""mmlvit.ops.triton_math: e^x as 2^(x log2 e) and ln x as log2(x) ln 2,
+each in two machine instructions an element (sm_90, compiled without a
+GPU), and their values on a GPU. Their values on CPU are every fused
+kernel's interpreter check."""
 
 import pytest
 import torch
@@ -23,7 +24,8 @@ def _elementwise_kernel(
     x_ptr, y_ptr, n, FUNCTION: tl.constexpr, BLOCK: tl.constexpr
 ):  # fmt: skip
     """y = FUNCTION(x) over n fp32 elements, one program looping over
-    tiles; FUNCTION: 0 triton_math.exp, 1 tl.exp, 2 triton_math.sigmoid."""
+    tiles; FUNCTION: 0 triton_math.exp, 1 tl.exp, 2 triton_math.sigmoid,
+    3 triton_math.log, 4 tl.log."""
     for start in range(0, n, BLOCK):
         i = start + tl.arange(0, BLOCK)
         x = tl.load(x_ptr + i, mask=i < n, other=0.0)
@@ -31,8 +33,12 @@ def _elementwise_kernel(
             y = triton_math.exp(x)
         elif FUNCTION == 1:
             y = tl.exp(x)
-        else:
+        elif FUNCTION == 2:
             y = triton_math.sigmoid(x)
+        elif FUNCTION == 3:
+            y = triton_math.log(x)
+        else:
+            y = tl.log(x)
         tl.store(y_ptr + i, y, mask=i < n)
 
 
@@ -56,6 +62,25 @@ def test_exp_saves_the_denormal_guard():
     ours, guarded = _instructions(0), _instructions(1)
     assert ours[1] == guarded[1] >= BLOCK // (32 * WARPS)
     assert guarded[0] - ours[0] == 3 * ours[1]
+
+
+def test_log_is_a_special_function_and_a_product():
+    """tl.log is libdevice's polynomial (no MUFU); ours is MUFU.LG2 in its
+    flush-to-zero form (no guard) and a product by ln 2: a loop of as many
+    instructions as exp's, one MUFU an element."""
+    ours, accurate = _instructions(3), _instructions(4)
+    assert accurate[1] == 0
+    assert ours == _instructions(0)
+
+
+@pytest.mark.cuda
+def test_cuda_log_within_its_bound():
+    """On [1/2, 2]: within 2^-22 ln 2 (the approximation) + 2^-25 (the
+    product's rounding) < 2^-22."""
+    x = torch.linspace(0.5, 2.0, 100_001, device='cuda')
+    y = torch.empty_like(x)
+    _elementwise_kernel[(1,)](x, y, x.numel(), FUNCTION=3, BLOCK=BLOCK)
+    assert (y.double() - x.double().log()).abs().max() <= 2.0**-22
 
 
 @pytest.mark.cuda

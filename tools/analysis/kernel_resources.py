@@ -240,6 +240,7 @@ def gla_cases(dtype, name, d, arch=90):
         KernelCase(
             f'gla.{kind}{name}', getattr(gate_kernels, kind), gate_pointers,
             dict(constants, **direction), warps, floats=('inv_temperature',),
+            options={} if direction else gates.LOG_GATE_OPTIONS,
         )
         for kind, name, direction in (
             ('log_gate_kernel', '', {}),

@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 from ..fused_linear.kernels import _tile
-from ..triton_math import exp
+from ..triton_math import exp, log
 
 # Sizes that vary between calls are not specialised on; the head width D
 # is (a multiple of 16: rows load as 16-byte vectors).
@@ -110,8 +110,9 @@ def log_gate_kernel(
         f_ptr, w_ptr, rows, valid, channels, inside, R, BLOCK_R
     )
     logits = _logits(f, w, b_ptr, channels, inside)
-    # logsigmoid(l) = min(l, 0) - log(1 + exp(-|l|)), exact for any l.
-    soft = tl.log(1.0 + exp(-tl.abs(logits)))
+    # logsigmoid(l) = min(l, 0) - log(1 + exp(-|l|)), exact for any l;
+    # 1 + exp(-|l|) is in (1, 2], where triton_math.log is MUFU.LG2.
+    soft = log(1.0 + exp(-tl.abs(logits)))
     g = (tl.minimum(logits, 0.0) - soft) * inv_temperature
     if CUMULATIVE:  # over the tokens there are, in the rows' order
         g = tl.cumsum(tl.where(valid[:, None], g, 0.0), 0)

@@ -17,6 +17,11 @@ from ..precision import fp32_scope
 # 64 tokens of one head a program, 8 warps, as the gated norm's kernels.
 BLOCK_N = 64
 NUM_WARPS = 8
+# The log-gate kernel's other launch option: at most 64 registers a thread,
+# at which four of its programs fit an SM's 64 K registers. ptxas chose 65
+# (Triton 3.8; 3.6: 65, before its log was MUFU.LG2 80), three programs;
+# at 64 no spills (sm_90, tools/analysis/kernel_resources.py).
+LOG_GATE_OPTIONS = dict(maxnreg=64)
 
 
 def directions(t: Tensor, num_heads: int) -> tuple[Tensor, Tensor]:
@@ -207,6 +212,7 @@ class LogGates(torch.autograd.Function):
         kernels.log_gate_kernel[(_tiles(N), B * 2 * num_heads)](
             features, up_weight, up_bias, gates, num_heads, N, width, R,
             1.0 / temperature, **launch_constants(width, R, cumulative),
+            **LOG_GATE_OPTIONS,
         )  # fmt: skip
         ctx.save_for_backward(features, up_weight, up_bias)
         ctx.num_heads, ctx.temperature = num_heads, temperature
