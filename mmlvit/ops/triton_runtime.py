@@ -1,8 +1,8 @@
 """Whether Triton kernels can run here: Triton imports (it ships with CUDA
 builds of PyTorch), whether its interpreter runs them on CPU tensors
 (``TRITON_INTERPRET=1``, read when triton is imported; the tests' way),
-whether a GPU gives the fused kernels the shared memory they need, and
-which GPU it is."""
+whether a GPU gives the fused kernels the shared memory they need, which
+GPU it is, and whether a launch's loops copy tiles ahead."""
 
 import functools
 import os
@@ -15,6 +15,15 @@ import torch
 # (tools/analysis/kernel_resources.py --arch 80 / 89).
 FULL_SHARED_MEMORY = 163 * 1024
 BF16_SHARED_MEMORY = 99 * 1024
+# Programs of a launch from which its loops over token tiles copy nothing
+# ahead (num_stages=1). Triton's default, three stages, copies the next two
+# iterations' tiles into shared memory while one computes: our kernels'
+# loops then ran 10-25 % more instructions and some took more registers
+# (fewer resident warps; sm_90, bf16, tools/analysis/kernel_resources.py).
+# Copying ahead hides a program's load latency behind its own work, which
+# pays where a multiprocessor has one program or two; with a few per
+# multiprocessor (an H100 / H200 has 132), the others run while one waits.
+MANY_PROGRAMS = 512
 
 
 @functools.cache
@@ -25,6 +34,13 @@ def triton_importable() -> bool:
     except ImportError:
         return False
     return True
+
+
+def num_stages(programs: int) -> int:
+    """Triton's ``num_stages`` for a launch of ``programs`` programs whose
+    loops stream token tiles: 1 from :data:`MANY_PROGRAMS` on, else
+    Triton's default, 3."""
+    return 1 if programs >= MANY_PROGRAMS else 3
 
 
 def interpreting() -> bool:

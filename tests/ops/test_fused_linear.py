@@ -128,6 +128,41 @@ def test_auto_needs_the_shared_memory_of_the_dtypes_kernels(monkeypatch):
         dispatch.use_fused('triton', token(torch.bfloat16))
 
 
+def _stages(options):
+    return options.get('num_stages')
+
+
+@pytest.mark.parametrize(
+    'shape, stages',
+    [
+        ((128, 12, 197, 64), 1),  # ViT-B at 224 px, batch 128: 1536 heads
+        ((2, 12, 16385, 64), 1),  # 2048 px, batch 2: 22 token ranges a head
+        ((1, 12, 64, 64), 3),  # one tile a head, 12 programs
+    ],
+)
+def test_streaming_launches_copy_ahead_only_in_small_grids(shape, stages):
+    """The loops of the state, output and one-launch kernels (and TTT's
+    sums and output) copy nothing ahead where their grids have many
+    programs, as the reductions' splits make them; the query gradient's
+    always does (Triton's default)."""
+    pytest.importorskip('triton')
+    from mmlvit.ops.fused_linear.function import Launch
+    from mmlvit.ops.triton_runtime import MANY_PROGRAMS, num_stages
+    from mmlvit.ops.ttt.swiglu_function import GRAD_NUM_STAGES, SwiGLULaunch
+
+    assert num_stages(MANY_PROGRAMS - 1) == 3
+    assert num_stages(MANY_PROGRAMS) == 1
+    q = torch.empty(shape, dtype=torch.bfloat16, device='meta')
+    launch = Launch(q, q, 'relu', 1e-6, 1.0)
+    assert _stages(launch.state_constants) == stages
+    assert _stages(launch.output_constants) == stages
+    assert _stages(launch.one_launch_constants) == num_stages(launch.BH)
+    assert _stages(launch.query_grad_constants) is None
+    ttt = SwiGLULaunch(q, 1.0, capability=(9, 0))
+    assert _stages(ttt.kernel_options()) == stages
+    assert _stages(ttt.grad_options()) == GRAD_NUM_STAGES
+
+
 def test_unknown_kernel_is_named_before_any_backend():
     q, k, v = qkv()
     with pytest.raises(ValueError, match="Unknown kernel 'softplus'"):

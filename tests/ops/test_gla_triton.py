@@ -32,6 +32,35 @@ def test_auto_picks_triton_on_cuda_where_the_kernels_apply(monkeypatch):
     assert resolve('triton', cuda) == 'triton'
 
 
+@pytest.mark.parametrize(
+    'batch, tokens, programs, stages',
+    [(128, 197, 6144, 1), (2, 16385, 96, 3)],  # 224 px; 2048 px
+)
+def test_state_scan_copies_ahead_only_in_small_grids(
+    monkeypatch, batch, tokens, programs, stages
+):
+    """ViT-B's state scan (2 key blocks, 2 directions, 12 heads) at 224
+    px, batch 128 copies nothing ahead; at 2048 px, batch 2 its 96
+    programs (fewer than a GPU's multiprocessors) do (Triton's default)."""
+    pytest.importorskip('triton')
+    from mmlvit.ops.gla import triton_backend, triton_kernels
+
+    launches = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **options: launches.append((grid, options))
+
+    monkeypatch.setattr(triton_kernels, 'chunk_states_kernel', Recorder())
+    x = torch.empty(batch, 12, tokens, 64, dtype=torch.bfloat16, device='meta')
+    g = torch.empty(batch, 12, tokens, 64, device='meta')
+    dtypes = triton_backend._dtypes(x.dtype)
+    triton_backend.chunk_states(x, x, g, g, False, dtypes)
+    ((grid, options),) = launches
+    assert grid[0] * grid[1] * grid[2] == programs
+    assert options['num_stages'] == stages and options['num_warps'] == 8
+
+
 def test_unsupported_inputs_are_named():
     reason = dispatch.unsupported_reason
     q = torch.empty(1, 1, 4, 64)

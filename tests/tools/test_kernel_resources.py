@@ -107,6 +107,38 @@ def test_every_kernel_moves_its_tokens_in_vectors(load_tool):
     assert checked == 31 and not narrow, narrow
 
 
+def test_loops_at_one_stage_run_fewer_instructions(load_tool):
+    """The kernels whose loops copy nothing ahead in ViT-B's grids (224 px,
+    batch 128; mmlvit.ops.triton_runtime.num_stages) run fewer
+    instructions a loop iteration and in all than at Triton's default of
+    three stages, with at least as many resident warps (sm_90, bf16)."""
+    import dataclasses
+
+    tool = load_tool('tools/analysis/kernel_resources.py')
+    compared = []
+    for cases in tool.FAMILIES.values():
+        for case in cases(torch.bfloat16, 'bf16', HEAD_WIDTH):
+            if case.options.get('num_stages') != 1 or 'bigla' in case.name:
+                continue  # (the sub-block kernels always take one)
+            three = dataclasses.replace(
+                case, options=dict(case.options, num_stages=3)
+            )
+            one, three = (
+                kernel_resources(c, loops=True) for c in (case, three)
+            )
+            assert one['instructions'] < three['instructions'], case.name
+            assert (
+                one['loops'][-1]['instructions']
+                < (three['loops'][-1]['instructions'])
+            ), case.name
+            assert one['resident_warps'] >= three['resident_warps']
+            compared.append(case.name.split('.')[-1])
+    assert sorted(compared) == [
+        'attention_kernel', 'chunk_states_kernel', 'output_kernel',
+        'output_kernel', 'state_kernel', 'step_sums_kernel',
+    ]  # fmt: skip
+
+
 def test_resident_warps_follow_the_register_file():
     # 160 registers x 128 threads: 3 programs of 4 warps in 64 K.
     assert resident_warps(160, 4) == 12

@@ -36,12 +36,33 @@ from mmlvit.benchmark.kernel_resources import (
 )
 
 C = 768  # ViT-B channels
+# The launches' grids as at 224 px (197 tokens), batch 128: whether a
+# kernel's loops copy tiles ahead depends on its programs
+# (mmlvit.ops.triton_runtime.num_stages).
+BATCH, TOKENS = 128, 197
+
+
+def _heads(d, dtype):
+    """Queries (B, H, N, d) of such a call, ViT-B's C / d heads, on the
+    meta device (the launch objects read shapes only)."""
+    return torch.empty(BATCH, C // d, TOKENS, d, dtype=dtype, device='meta')
 
 
 def _split_warps(options):
     """(compile-time options, num_warps) of a launch's keyword options."""
     options = dict(options)
     return options, options.pop('num_warps')
+
+
+def _launch_case(name, fn, pointers, options, **kwargs):
+    """The KernelCase of a launch with keyword ``options``: ``fn``'s
+    compile-time arguments, its warps, and the rest as Triton's launch
+    options (``num_stages``, ``ptx_options``)."""
+    own, warps = _split_warps(options)
+    launch_options = {k: own.pop(k) for k in set(own) - set(fn.arg_names)}
+    return KernelCase(
+        name, fn, pointers, own, warps, options=launch_options, **kwargs
+    )
 
 
 def fused_linear_cases(dtype, name, d, arch=90):
@@ -51,21 +72,21 @@ def fused_linear_cases(dtype, name, d, arch=90):
     pointers = {f'{n}_ptr': name for n in tokens}
     states = ('s', 'z', 'zv', 'ds', 'dz', 'dzv')
     pointers.update({f'{n}_ptr': 'fp32' for n in states})
-    q = torch.empty(1, 1, 64, d, dtype=dtype)
+    q = _heads(d, dtype)
     launch = function.Launch(q, q, 'relu', 1e-6, 1.0)
-    forward = _split_warps(launch.constants)
-    grads = _split_warps(launch.grad_constants)
-    kinds = dict(state=forward)
-    kinds.update(output=_split_warps(launch.output_constants))
-    kinds.update(attention=_split_warps(launch.one_launch_constants))
-    kinds.update(query_grad=_split_warps(launch.query_grad_constants))
-    kinds.update(key_value_grad=grads)
+    kinds = dict(
+        state=launch.state_constants,
+        output=launch.output_constants,
+        attention=launch.one_launch_constants,
+        query_grad=launch.query_grad_constants,
+        key_value_grad=launch.grad_constants,
+    )
     return [
-        KernelCase(
+        _launch_case(
             f'fused_linear.{kind}_kernel',
             getattr(kernels, f'{kind}_kernel'),
             pointers,
-            *options,
+            options,
             floats=('eps', 'alpha'),
         )
         for kind, options in kinds.items()
@@ -81,8 +102,7 @@ def ttt_cases(dtype, name, d, arch=90):
     squares = ('w1', 'w2', 'r1', 'r2', 'a1', 'a2', 'dr1', 'dr2', 'g1', 'g2')
     squares += ('w', 'r', 'out', 'dw', 'dr')  # the step's
     pointers.update({f'{n}_ptr': 'fp32' for n in squares})
-    like = torch.empty(1, 1, 64, d, dtype=dtype)
-    launch = SwiGLULaunch(like, 1.0, capability=divmod(arch, 10))
+    launch = SwiGLULaunch(_heads(d, dtype), 1.0, capability=divmod(arch, 10))
     cases = []
     for kind in ('step_sums', 'output', 'query_grad', 'key_value_grad'):
         fn = getattr(kernels, f'{kind}_kernel')
@@ -92,15 +112,9 @@ def ttt_cases(dtype, name, d, arch=90):
             options = launch.grad_options(**weights)
         else:
             options = launch.kernel_options(**weights)
-        own, warps = _split_warps(options)
-        # Its compile-time arguments; the rest are launch options.
-        launch_options = {k: own.pop(k) for k in set(own) - set(fn.arg_names)}
         cases.append(
-            KernelCase(
-                f'ttt.swiglu.{kind}_kernel', fn, pointers, own, warps,
-                options=launch_options,
-            )
-        )  # fmt: skip
+            _launch_case(f'ttt.swiglu.{kind}_kernel', fn, pointers, options)
+        )
     own, warps = _split_warps(step_options(d))
     for kind, weights in (
         ('step', dict(W_PER_BATCH=False)),
@@ -166,6 +180,8 @@ def gla_cases(dtype, name, d, arch=90):
     blocks = dict(chunk, BC=backend.SUB_BLOCK, **tiles['backward'])
     # (compile-time options, num_warps) of each launch
     launch = {k: _split_warps(v) for k, v in backend.LAUNCH.items()}
+    programs = 2 * BATCH * (C // d) * -(-d // tiles['states']['BK'])
+    launch['states'] = _split_warps(backend.states_launch(programs))
     cases = [
         KernelCase(
             'gla.chunk_states_kernel',

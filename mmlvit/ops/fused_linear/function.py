@@ -22,7 +22,7 @@ from torch import Tensor
 
 from ..heads import qkv_gradients
 from ..recompute import OutputsOfStates
-from ..triton_runtime import interpreting
+from ..triton_runtime import MANY_PROGRAMS, interpreting, num_stages
 from . import kernels
 
 MODES = {
@@ -33,9 +33,10 @@ MODES = {
     'mhla': kernels.MHLA,
 }
 BLOCK_N = 64  # tokens per tile
-# The state kernel: at 8 warps 102 registers a thread and 16 resident
-# warps, at 4 148 and 12 (Triton 3.6: 109 / 16 against 152 / 12); no spill
-# either way, the same tensor-core (HGMMA) products (sm_90, bf16, d = 64).
+# The state kernel: at 8 warps 78 registers a thread and 24 resident warps
+# (Triton 3.6 the same), no spill; with its loop copying two tiles ahead
+# (Triton's default), 102 and 16 (3.6: 109, 16), and at 4 warps 148 and 12
+# (sm_90, bf16, d = 64).
 NUM_WARPS = 8
 # The gradient kernels hold the state, its transpose and its gradient as
 # fp32 tiles beside the token tiles: at 4 warps they take 190 and 166
@@ -55,25 +56,27 @@ QUERY_GRAD_BLOCK_N = 32
 # (a key sum can pass fp16's range), fp32 ones at 'ieee'.
 BF16_PRODUCTS = 'bf16'
 # The one-launch forward (:meth:`Launch.attention`) holds a head's state
-# while it streams the head's tokens twice: tiles of 32 at 8 warps take 74
-# registers a thread (Triton 3.6: 72) and no spill, so 24 warps share a
-# multiprocessor (tiles of 64 at 4 warps: 150 registers, 12 warps; sm_90,
-# bf16, d = 64, tools/analysis/kernel_resources.py).
+# while it streams the head's tokens twice: tiles of 32 at 8 warps take 59
+# registers a thread (Triton 3.6: 62) and no spill, so 32 warps share a
+# multiprocessor (copying two tiles ahead, 74 and 24; tiles of 64 at 4
+# warps, 150 and 12; sm_90, bf16, d = 64,
+# tools/analysis/kernel_resources.py).
 ONE_LAUNCH_BLOCK_N = 32
 ONE_LAUNCH_NUM_WARPS = 8
 # The output launch runs a segment's tokens in ranges of up to 8 tiles of
 # 32 with its state (16 KB of fp32 at d = 64, against 16 KB of a range's
-# bf16 queries) loaded once: at 8 warps 76 registers a thread and no
-# spill, 24 resident warps (Triton 3.6: 108, 16). Tiles of 64 took 128
+# bf16 queries) loaded once: at 8 warps 54 registers a thread and no
+# spill, 32 resident warps (Triton 3.6: 51, 32). Tiles of 64 took 128
 # registers (3.6: 174, 8 resident warps; in fp32 ptxas gave that kernel 32
 # registers and 4 KB of stack) for the same instructions per token
 # (sm_90, bf16, d = 64, tools/analysis/kernel_resources.py).
 OUTPUT_BLOCK_N = 32
 OUTPUT_TILES = 8
 OUTPUT_NUM_WARPS = 8
-# Programs a reduction launch aims at (a few per multiprocessor): segments
-# are split into token ranges until B*H*SEGS*splits reaches it.
-TARGET_PROGRAMS = 512
+# Programs a reduction launch aims at (a few per multiprocessor, so that
+# its loops copy nothing ahead: :func:`~..triton_runtime.num_stages`):
+# segments are split into token ranges until B*H*SEGS*splits reaches it.
+TARGET_PROGRAMS = MANY_PROGRAMS
 
 
 def token_splits(tiles, programs):
@@ -220,7 +223,11 @@ class Launch:
         """:meth:`attention`'s compile-time options."""
         options = dict(self.constants, BLOCK_N=ONE_LAUNCH_BLOCK_N)
         del options['BLOCKED']
-        return dict(options, num_warps=ONE_LAUNCH_NUM_WARPS)
+        return dict(
+            options,
+            num_warps=ONE_LAUNCH_NUM_WARPS,
+            num_stages=num_stages(self.BH),
+        )
 
     def output(self, q, states):
         """o (B, H, N, d_v) in q's dtype, stored (B, N, H, d_v), from q
@@ -254,10 +261,21 @@ class Launch:
         return dq, (_total(ds), _total(dz), _total(dzv))
 
     @property
+    def state_constants(self):
+        """The state kernel's compile-time options."""
+        programs = self.BH * self.segs * self.splits
+        return dict(self.constants, num_stages=num_stages(programs))
+
+    @property
     def output_constants(self):
         """The output kernel's compile-time options."""
         options = dict(self.constants, BLOCK_N=self.output_block_n)
-        return dict(options, num_warps=OUTPUT_NUM_WARPS)
+        programs = self.BH * self.segs * self.output_ranges[0]
+        return dict(
+            options,
+            num_warps=OUTPUT_NUM_WARPS,
+            num_stages=num_stages(programs),
+        )
 
     @property
     def grad_constants(self):
@@ -266,7 +284,10 @@ class Launch:
 
     @property
     def query_grad_constants(self):
-        """The query-gradient kernel's compile-time options."""
+        """The query-gradient kernel's compile-time options. Its loop
+        copies tiles ahead at any grid: with one stage Triton 3.6 gave it
+        129 registers a thread (8 resident warps) against 128 (16; sm_90,
+        bf16, d = 64)."""
         return dict(self.grad_constants, BLOCK_N=self.query_grad_block_n)
 
     def partials(self, device):
@@ -289,7 +310,7 @@ class SegmentStates(torch.autograd.Function):
         s, z, zv = launch.partials(k.device)
         kernels.state_kernel[(launch.BH, launch.segs * launch.splits)](
             k, v, s, z, zv, *_strides(k), *_strides(v), *launch.geometry,
-            launch.splits, launch.per_split, **launch.constants,
+            launch.splits, launch.per_split, **launch.state_constants,
         )  # fmt: skip
         ctx.save_for_backward(k, v)
         ctx.launch = launch

@@ -25,10 +25,12 @@ d_k, d_v), live during one pass. They are scanned in fp32 and stored in the
 dtype of q, k, v: every kernel that reads them rounds them to it as an
 operand of a product anyway, so storing them rounded changes no result and
 halves their traffic with half-precision inputs. Fixed launch
-configurations, no autotuning.
+configurations, no autotuning (the state scan's loop copies chunks ahead
+only in grids of few programs: two compiled forms).
 """
 
 import functools
+import math
 from collections.abc import Callable
 
 import torch
@@ -36,7 +38,7 @@ from torch import Tensor
 
 from ..heads import qkv_gradients
 from ..recompute import leaf_grads, rerun_with_grad
-from ..triton_runtime import interpreting, shared_memory_reason
+from ..triton_runtime import interpreting, num_stages, shared_memory_reason
 from .arguments import check_shapes
 from .gates import within_chunks
 
@@ -56,8 +58,9 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # spilled bytes at 8 warps (Triton 3.8): whole chunks forward 146 / 0,
 # backward (dq, dk, dv) 194 / 0, 230 / 0, 180 / 0, straight-line code;
 # sub-blocks forward 189 / 0, backward 255 / 0 (factored diagonals) and
-# 255 / 152 (exact, a (16, 16, d_k) decay tile); the state scan 64 / 0
-# (88 at 4 warps) in blocks of 32 key channels by every value channel:
+# 255 / 152 (exact, a (16, 16, d_k) decay tile); the state scan 63 / 0
+# (:func:`states_launch`) in blocks of 32 key channels by every value
+# channel:
 # an iteration runs about the instructions of a 32 x 32 block's (the
 # keys' decays are the key channels' work), so half the programs do the
 # scan.
@@ -126,6 +129,17 @@ def _like_tokens(x, d, dtype=None):
     return out.transpose(1, 2)
 
 
+def states_launch(programs):
+    """The state scan's launch options for a grid of ``programs``: its
+    loop over the chunks copies nothing ahead where there are many
+    (:func:`~..triton_runtime.num_stages`). At one stage it runs 230
+    instructions a warp an iteration, 440 for the rest, at 63 registers
+    a thread (32 resident warps); at Triton's default of three, 283 and
+    704 at 64 (24), which pays where a multiprocessor has one program
+    or two, as at 2048 px and batch 2 (96 programs; sm_90, bf16)."""
+    return dict(LAUNCH['states'], num_stages=num_stages(programs))
+
+
 def chunk_states(x, y, g0, g1, inclusive, dtypes):
     """:func:`~.triton_kernels.chunk_states_kernel`: (2, B, H, NT, K, V)
     in y's dtype (the kernels' ``DT``)."""
@@ -142,7 +156,7 @@ def chunk_states(x, y, g0, g1, inclusive, dtypes):
         x, y, g0, g1, out,
         *x.stride(), *y.stride(), *g0.stride(), *g1.stride(),
         T, B, H, NT, K=K, V=V, BT=CHUNK, BK=BK, BV=BV, INCLUSIVE=inclusive,
-        DT=dtypes[0], DOT=dtypes[1], **LAUNCH['states'],
+        DT=dtypes[0], DOT=dtypes[1], **states_launch(math.prod(grid)),
     )  # fmt: skip
     return out
 

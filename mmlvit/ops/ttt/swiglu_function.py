@@ -26,7 +26,7 @@ from ..fused_linear.function import (
     _width,
 )
 from ..recompute import OutputsOfStates
-from ..triton_runtime import compute_capability
+from ..triton_runtime import compute_capability, num_stages
 from . import swiglu_kernels as kernels
 
 # Each program holds up to six fp32 d x d matrices (W1, W2, two sums or
@@ -67,18 +67,21 @@ class SwiGLULaunch(Launch):
         self.capability = capability or compute_capability(q.device)
 
     def kernel_options(self, **extra):
-        """The kernels' compile-time options. fp32 inputs multiply as three
-        tf32 products (fp32's accuracy on tensor cores): at 'ieee' the
-        compiler keeps these kernels' product tiles in local memory (2-10
-        KB a thread on sm_90; tools/analysis/kernel_resources.py)."""
+        """The kernels' compile-time options, ``extra`` over them. fp32
+        inputs multiply as three tf32 products (fp32's accuracy on tensor
+        cores): at 'ieee' the compiler keeps these kernels' product tiles
+        in local memory (2-10 KB a thread on sm_90;
+        tools/analysis/kernel_resources.py). Their loops copy nothing ahead
+        where the grid has many programs (``num_stages``)."""
         precision = self.constants['PRECISION']
-        return dict(
+        options = dict(
             PRECISION='tf32x3' if precision == 'ieee' else precision,
             BLOCK_N=self.constants['BLOCK_N'],
             BLOCK_D=self.BK,
             num_warps=NUM_WARPS,
-            **extra,
+            num_stages=num_stages(self.BH * self.splits),
         )
+        return dict(options, **extra)
 
     def grad_options(self, **extra):
         """:meth:`kernel_options` of the two gradient kernels, loading
