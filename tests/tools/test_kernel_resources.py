@@ -139,6 +139,34 @@ def test_loops_at_one_stage_run_fewer_instructions(load_tool):
     ]  # fmt: skip
 
 
+def test_gla_kernels_at_four_warps_on_sm90(load_tool):
+    """GLA's whole-chunk kernels and its log-gate gradient launch 4 warps
+    on sm_90: fewer instructions a program than at 8 and two programs a
+    multiprocessor, not one (bf16); 8 on sm_80, where ptxas spills more at
+    4 (the whole-chunk kernels) or holds more programs at 8 (the
+    log-gate gradient, at 80 registers)."""
+    import dataclasses
+
+    tool = load_tool('tools/analysis/kernel_resources.py')
+    shipped = {}
+    for arch in (80, 90):
+        for case in tool.gla_cases(torch.bfloat16, 'bf16', HEAD_WIDTH, arch):
+            if 'whole' in case.name or 'log_gate_grad' in case.name:
+                shipped[arch, case.name] = case.num_warps
+                if arch != 90:
+                    continue
+                eight = dataclasses.replace(case, num_warps=8)
+                four, eight = (
+                    kernel_resources(c, loops=True) for c in (case, eight)
+                )
+                assert case.num_warps == 4
+                assert 4 * four['instructions'] < 8 * eight['instructions']
+                assert four['resident_warps'] // 4 == 2, case.name
+                assert eight['resident_warps'] // 8 == 1, case.name
+    assert len(shipped) == 12
+    assert {w for (arch, _), w in shipped.items() if arch == 80} == {8}
+
+
 def test_resident_warps_follow_the_register_file():
     # 160 registers x 128 threads: 3 programs of 4 warps in 64 K.
     assert resident_warps(160, 4) == 12
@@ -258,5 +286,9 @@ def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):
     assert json.loads((tmp_path / 'results.json').read_text()) == results
     table = (tmp_path / 'table.md').read_text()
     assert 'resident warps' in table and 'fp16' in table
+    assert 'resident programs' in table
+    assert [r['shipped'] for r in results] == [
+        r['num_warps'] == shipped for r in results
+    ]
     loops = (tmp_path / 'loops.md').read_text()
     assert 'depthwise_conv.conv_kernel' in loops and '| loop 0x' in loops

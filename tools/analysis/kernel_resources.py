@@ -179,7 +179,11 @@ def gla_cases(dtype, name, d, arch=90):
     chunk = dict(K=d, V=d, BT=backend.CHUNK, DT=DT, DOT=DOT)
     blocks = dict(chunk, BC=backend.SUB_BLOCK, **tiles['backward'])
     # (compile-time options, num_warps) of each launch
-    launch = {k: _split_warps(v) for k, v in backend.LAUNCH.items()}
+    capability = divmod(arch, 10)
+    launch = {
+        kind: _split_warps(backend.launch_options(kind, capability))
+        for kind in backend.LAUNCH
+    }
     programs = 2 * BATCH * (C // d) * -(-d // tiles['states']['BK'])
     launch['states'] = _split_warps(backend.states_launch(programs))
     cases = [
@@ -255,7 +259,9 @@ def gla_cases(dtype, name, d, arch=90):
     cases += [
         KernelCase(
             f'gla.{kind}{name}', getattr(gate_kernels, kind), gate_pointers,
-            dict(constants, **direction), warps, floats=('inv_temperature',),
+            dict(constants, **direction),
+            gates.grad_warps(capability) if direction else warps,
+            floats=('inv_temperature',),
             options={} if direction else gates.LOG_GATE_OPTIONS,
         )
         for kind, name, direction in (
@@ -373,19 +379,28 @@ def main(argv=None):
             for warps in sorted({shipped, *args.num_warps}):
                 case.num_warps = warps
                 used = kernel_resources(case, args.arch, args.loops)
-                results.append(dict(kernel=case.name, num_warps=warps, **used))
+                results.append(
+                    dict(
+                        kernel=case.name,
+                        num_warps=warps,
+                        shipped=warps == shipped,
+                        **used,
+                    )
+                )
+                resident = used['resident_warps']
                 rows.append(
                     [
                         case.name,
                         f'{warps}' + (' (shipped)' * (warps == shipped)),
                     ]
                     + [str(used[k]) for k in ('registers', 'spill_bytes')]
-                    + [str(used['shared_bytes']), str(used['resident_warps'])]
+                    + [str(used['shared_bytes']), str(resident)]
+                    + [str(resident // warps)]
                 )
                 print(' | '.join(rows[-1]), flush=True)
     header = ['kernel', 'warps', 'registers', 'spill bytes', 'shared bytes']
-    header.append('resident warps')
-    lines = core.markdown_table(header, rows, '--' + ':' * 4)
+    header += ['resident warps', 'resident programs']
+    lines = core.markdown_table(header, rows, '--' + ':' * 5)
     lines.insert(
         0,
         f'sm_{args.arch}, Triton {triton.__version__}, {args.dtype}, '

@@ -13,6 +13,7 @@ from torch import Tensor
 
 from ..fused_linear import use_fused
 from ..precision import fp32_scope
+from ..triton_runtime import compute_capability
 
 # 64 tokens of one head a program, 8 warps, as the gated norm's kernels.
 BLOCK_N = 64
@@ -22,6 +23,18 @@ NUM_WARPS = 8
 # (Triton 3.8; 3.6: 65, before its log was MUFU.LG2 80), three programs;
 # at 64 no spills (sm_90, tools/analysis/kernel_resources.py).
 LOG_GATE_OPTIONS = dict(maxnreg=64)
+# The gradient kernel's warps on sm_90: at 4, 255 registers a thread
+# (Triton 3.8; 3.6: 186), no spill, two programs a multiprocessor and
+# 17 % fewer instructions a program than at 8 (177-192 registers, one
+# program). Elsewhere NUM_WARPS: on sm_80 and sm_86 it takes 80 registers
+# at 8 warps (three programs), 240-255 at 4 (two).
+GRAD_WARPS_SM90 = 4
+
+
+def grad_warps(capability: tuple[int, int] | None) -> int:
+    """Warps of the log-gate gradient on a GPU of compute ``capability``
+    (None under Triton's interpreter)."""
+    return GRAD_WARPS_SM90 if capability in (None, (9, 0)) else NUM_WARPS
 
 
 def directions(t: Tensor, num_heads: int) -> tuple[Tensor, Tensor]:
@@ -233,13 +246,16 @@ class LogGates(torch.autograd.Function):
         d_features = partial_sums(2 * H, B, N, R)
         d_weight = partial_sums(_tiles(N), B, channels, R)
         d_bias = partial_sums(_tiles(N), B, channels)
+        constants = launch_constants(width, R, ctx.cumulative)
+        constants['num_warps'] = grad_warps(
+            compute_capability(features.device)
+        )
         for direction, grad in enumerate((dg_fwd, dg_bwd)):
             grad = grad if grad.stride(-1) == 1 else grad.contiguous()
             kernels.log_gate_grad_kernel[(_tiles(N), B * H)](
                 features, up_weight, up_bias, grad, d_features, d_weight,
                 d_bias, *grad.stride()[:3], B, H, N, width, R,
-                1.0 / ctx.temperature, DIRECTION=direction,
-                **launch_constants(width, R, ctx.cumulative),
+                1.0 / ctx.temperature, DIRECTION=direction, **constants,
             )  # fmt: skip
         return (
             d_features.sum(0).to(features.dtype),

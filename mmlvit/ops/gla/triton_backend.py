@@ -38,7 +38,12 @@ from torch import Tensor
 
 from ..heads import qkv_gradients
 from ..recompute import leaf_grads, rerun_with_grad
-from ..triton_runtime import interpreting, num_stages, shared_memory_reason
+from ..triton_runtime import (
+    compute_capability,
+    interpreting,
+    num_stages,
+    shared_memory_reason,
+)
 from .arguments import check_shapes
 from .gates import within_chunks
 
@@ -52,18 +57,19 @@ SUB_BLOCK = 16
 # bf16 (sm_80) (tools/analysis/kernel_resources.py --head-width 128).
 MAX_HEAD_DIM = 64
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-# Fixed launch configuration of each kernel (Triton's launch options), 8
-# warps where 4 would spill or hold half the resident warps (sm_90, bf16,
-# d = 64; tools/analysis/kernel_resources.py). Registers a thread and
-# spilled bytes at 8 warps (Triton 3.8): whole chunks forward 146 / 0,
-# backward (dq, dk, dv) 194 / 0, 230 / 0, 180 / 0, straight-line code;
-# sub-blocks forward 189 / 0, backward 255 / 0 (factored diagonals) and
-# 255 / 152 (exact, a (16, 16, d_k) decay tile); the state scan 63 / 0
-# (:func:`states_launch`) in blocks of 32 key channels by every value
-# channel:
-# an iteration runs about the instructions of a 32 x 32 block's (the
-# keys' decays are the key channels' work), so half the programs do the
-# scan.
+# Fixed launch configuration of each kernel (Triton's launch options;
+# sm_90, bf16, d = 64, tools/analysis/kernel_resources.py). Registers a
+# thread and spilled bytes (Triton 3.8): the whole-chunk kernels at 4
+# warps, forward 200 / 0, backward (dq, dk, dv) 255 / 40, 255 / 208,
+# 216 / 0, straight-line code: two programs a multiprocessor, and 22-32 %
+# fewer instructions a program than at 8 warps (146-230 registers, no
+# spill, one program); the sub-blocks at 8, forward 189 / 0, backward
+# 255 / 0 (factored diagonals) and 255 / 152 (exact, a (16, 16, d_k)
+# decay tile), where 4 would spill 120 and 976 bytes; the state scan at
+# 8, 63 / 0 (:func:`states_launch`), in blocks of 32 key channels by
+# every value channel: an iteration runs about the instructions of a
+# 32 x 32 block's (the keys' decays are the key channels' work), so half
+# the programs do the scan.
 # The sub-block launches' loops over the other sub-blocks (at most three
 # iterations) copy nothing ahead (num_stages=1): with Triton's default of
 # three stages they ran more instructions and took more shared memory
@@ -71,12 +77,17 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # program may have; 132,096 with one).
 LAUNCH = {
     'states': dict(num_warps=8),
-    'whole_forward': dict(num_warps=8),
+    'whole_forward': dict(num_warps=4),
     'forward': dict(num_warps=8, num_stages=1),
-    'whole_backward': dict(num_warps=8),
+    'whole_backward': dict(num_warps=4),
     'backward': dict(num_warps=8, num_stages=1),
     'gate_grad': dict(num_warps=4),
 }
+# Warps of the whole-chunk kernels on GPUs other than sm_90: at 4 warps
+# ptxas kept dk's fp32 kernel for sm_80 in 32 registers and 9 KB of local
+# memory a thread, and the others spilled more than at 8 (sm_80 and
+# sm_86: up to 1,130 bytes a thread, against up to 650).
+WHOLE_WARPS_ELSEWHERE = 8
 
 
 def unsupported_reason(q, v):
@@ -127,6 +138,16 @@ def _like_tokens(x, d, dtype=None):
     B, H, T, _ = x.shape
     out = x.new_empty(B, T, H, d, dtype=dtype or x.dtype)
     return out.transpose(1, 2)
+
+
+def launch_options(kind, capability):
+    """``LAUNCH[kind]`` on a GPU of compute ``capability`` ((major, minor),
+    None under Triton's interpreter): the whole-chunk kernels take
+    :data:`WHOLE_WARPS_ELSEWHERE` warps on GPUs other than sm_90."""
+    options = LAUNCH[kind]
+    if kind.startswith('whole') and capability not in (None, (9, 0)):
+        options = dict(options, num_warps=WHOLE_WARPS_ELSEWHERE)
+    return options
 
 
 def states_launch(programs):
@@ -184,7 +205,7 @@ def forward(q, k, v, c_fwd, c_bwd, scale):
     chunk_fwd_kernel[grid](
         *tensors, *(n for t in strides for n in t.stride()),
         scale, T, B, H, NT, DT=dtypes[0], DOT=dtypes[1], **sizes,
-        **LAUNCH['whole_forward'],
+        **launch_options('whole_forward', compute_capability(q.device)),
     )  # fmt: skip
     bigla_fwd_kernel[grid](
         *tensors, *(n for t in strides for n in t.stride()),
@@ -227,10 +248,9 @@ def backward(d_o, q, k, v, c_fwd, c_bwd, scale):
     sizes.update(DT=dtypes[0], DOT=dtypes[1])
     # The chunks taken whole, then by sub-blocks with factored diagonals,
     # then with exact ones.
+    whole = launch_options('whole_backward', compute_capability(q.device))
     for part in PARTS:
-        chunk_bwd_kernel[(NT, B * H)](
-            *arguments, PART=part, **sizes, **LAUNCH['whole_backward']
-        )
+        chunk_bwd_kernel[(NT, B * H)](*arguments, PART=part, **sizes, **whole)
     for exact in (False, True):
         bigla_bwd_kernel[(NT, B * H)](
             *arguments, EXACT=exact, **sizes, **LAUNCH['backward']
