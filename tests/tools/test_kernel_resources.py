@@ -139,31 +139,41 @@ def test_loops_at_one_stage_run_fewer_instructions(load_tool):
     ]  # fmt: skip
 
 
-def test_gla_kernels_at_four_warps_on_sm90(load_tool):
+def test_gla_kernels_at_four_warps(load_tool):
     """GLA's whole-chunk kernels and its log-gate gradient launch 4 warps
     on sm_90: fewer instructions a program than at 8 and two programs a
     multiprocessor, not one (bf16); 8 on sm_80, where ptxas spills more at
     4 (the whole-chunk kernels) or holds more programs at 8 (the
-    log-gate gradient, at 80 registers)."""
+    log-gate gradient, at 80 registers). The gate features' gradient
+    launches 4 everywhere: three programs, not one."""
     import dataclasses
 
     tool = load_tool('tools/analysis/kernel_resources.py')
-    shipped = {}
+    shipped, programs = {}, {}
     for arch in (80, 90):
         for case in tool.gla_cases(torch.bfloat16, 'bf16', HEAD_WIDTH, arch):
-            if 'whole' in case.name or 'log_gate_grad' in case.name:
-                shipped[arch, case.name] = case.num_warps
-                if arch != 90:
-                    continue
-                eight = dataclasses.replace(case, num_warps=8)
-                four, eight = (
-                    kernel_resources(c, loops=True) for c in (case, eight)
-                )
-                assert case.num_warps == 4
-                assert 4 * four['instructions'] < 8 * eight['instructions']
-                assert four['resident_warps'] // 4 == 2, case.name
-                assert eight['resident_warps'] // 8 == 1, case.name
-    assert len(shipped) == 12
+            name = case.name
+            if not ('whole' in name or 'grad_kernel' in name):
+                continue
+            if 'bigla' in name or 'carry' in name:
+                continue
+            shipped[arch, name] = case.num_warps
+            if arch != 90:
+                continue
+            eight = dataclasses.replace(case, num_warps=8)
+            four, eight = (
+                kernel_resources(c, loops=True) for c in (case, eight)
+            )
+            assert case.num_warps == 4, name
+            assert 4 * four['instructions'] < 8 * eight['instructions'], name
+            programs[name] = (
+                four['resident_warps'] // 4,
+                eight['resident_warps'] // 8,
+            )
+    features = 'gla.gate_features_grad_kernel'
+    assert programs.pop(features) == (3, 1)
+    assert set(programs.values()) == {(2, 1)} and len(programs) == 6
+    assert shipped.pop((80, features)) == 4
     assert {w for (arch, _), w in shipped.items() if arch == 80} == {8}
 
 

@@ -274,12 +274,9 @@ def gla_cases(dtype, name, d, arch=90):
     cases += [
         KernelCase(
             f'gla.{kind}', getattr(gate_kernels, kind), feature_pointers,
-            *_split_warps(gates.feature_constants(rank, grad)),
+            *_split_warps(gates.feature_constants(rank)),
         )
-        for kind, grad in (
-            ('gate_features_kernel', False),
-            ('gate_features_grad_kernel', True),
-        )
+        for kind in ('gate_features_kernel', 'gate_features_grad_kernel')
     ]  # fmt: skip
     for case in cases:  # s<tensor>d, the channels' strides: contiguous
         names = case.fn.arg_names
