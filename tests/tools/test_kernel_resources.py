@@ -266,6 +266,39 @@ def test_ttt_gradients_keep_their_registers_on_sm80(load_tool):
     assert checked == [None, None, None, None, low, low, None, None]
 
 
+def test_ttt_query_gradient_at_four_warps_with_half_tokens(load_tool):
+    """On sm_90 with bf16 or fp16 tokens TTT's query gradient launches 4
+    warps: two programs a multiprocessor, not one, and fewer warp
+    instructions a program than at 8; with fp32 tokens, and on sm_80, 8."""
+    import dataclasses
+
+    tool = load_tool('tools/analysis/kernel_resources.py')
+    warps = {}
+    for arch, dtype in (
+        (90, 'bf16'),
+        (90, 'fp16'),
+        (90, 'fp32'),
+        (80, 'bf16'),
+    ):
+        (case,) = (
+            case
+            for case in tool.ttt_cases(DTYPES[dtype], dtype, HEAD_WIDTH, arch)
+            if case.name.endswith('query_grad_kernel')
+        )
+        warps[arch, dtype] = case.num_warps
+        if case.num_warps == 4:
+            eight = dataclasses.replace(case, num_warps=8)
+            four, eight = (
+                kernel_resources(c, loops=True) for c in (case, eight)
+            )
+            assert four['resident_warps'] // 4 == 2, dtype
+            assert eight['resident_warps'] // 8 == 1, dtype
+            assert 4 * four['instructions'] < 8 * eight['instructions']
+    assert warps == {
+        (90, 'bf16'): 4, (90, 'fp16'): 4, (90, 'fp32'): 8, (80, 'bf16'): 8,
+    }  # fmt: skip
+
+
 def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):
     """The depthwise-convolution kernels for fp16 tokens, shipped and at 4
     warps: sane figures, written as a table and JSON; at their shipped

@@ -108,7 +108,9 @@ def ttt_cases(dtype, name, d, arch=90):
         fn = getattr(kernels, f'{kind}_kernel')
         per_batch = 'W_PER_BATCH' in fn.arg_names
         weights = dict(W_PER_BATCH=False) if per_batch else {}
-        if kind.endswith('grad'):
+        if kind == 'query_grad':
+            options = launch.query_grad_options()
+        elif kind == 'key_value_grad':
             options = launch.grad_options(**weights)
         else:
             options = launch.kernel_options(**weights)
