@@ -18,7 +18,7 @@ BF16_SHARED_MEMORY = 99 * 1024
 # Programs of a launch from which its loops over token tiles copy nothing
 # ahead (num_stages=1). Triton's default, three stages, copies the next two
 # iterations' tiles into shared memory while one computes: our kernels'
-# loops then ran 10-25 % more instructions and some took more registers
+# loop bodies then ran 13-55 % more instructions and some took more registers
 # (fewer resident warps; sm_90, bf16, tools/analysis/kernel_resources.py).
 # Copying ahead hides a program's load latency behind its own work, which
 # pays where a multiprocessor has one program or two; with a few per
