@@ -108,6 +108,21 @@ def test_part_commands_are_valid_tool_arguments(report, load_tool, tmp_path):
     assert sum(report.BUDGETS.values()) <= 460
 
 
+def test_variants_part_only_when_asked_for(report, tmp_path):
+    """The launch variants are a part of their own, outside the default
+    report and its 8 minutes."""
+    assert 'variants' not in report.parse_args(['out']).parts
+    assert report.parse_args(['out', '--parts', 'variants']).parts == [
+        'variants'
+    ]
+    command, table = report.part_command('variants', str(tmp_path), 150)
+    assert command[1].endswith('launch_variants.py')
+    i = command.index('--device')
+    assert command[i + 1] == 'cuda'
+    assert command[command.index('--max-seconds') + 1] == str(150 - 30)
+    assert table == str(tmp_path / 'variants.md')
+
+
 def test_tests_part_runs_in_parallel_where_xdist_is(report, monkeypatch):
     monkeypatch.setattr(report.os, 'cpu_count', lambda: 16)
     command, _ = report.part_command('tests', 'work', 70)

@@ -42,13 +42,12 @@ import os.path as osp
 import sys
 
 import torch
-from mmpretrain.registry import MODELS
 
 import mmlvit  # noqa: F401  (registers the operators)
 from mmlvit import benchmark as core
 from mmlvit.benchmark import describe_device, linear_fit_error  # noqa: F401
+from mmlvit.benchmark.attention_steps import attention_step, token_grid
 from mmlvit.benchmark.gla_scan import gla_scan_lines, time_gla_scans
-from mmlvit.models.attentions import registered_operators
 
 REFERENCE = 'SoftmaxAttention'
 TARGET_FRACTION = 0.7  # measured speed-up >= 70% of the FLOP ratio
@@ -96,30 +95,13 @@ def parse_args(argv=None):
     return args
 
 
-def grid(name, num_tokens):
-    """(hw_shape, N) the operator sees for a benchmark token count."""
-    side = math.isqrt(num_tokens - 1)
-    with_cls = not registered_operators()[name].patch_tokens_only
-    return (side, side), side * side + int(with_cls)
-
-
 def make_step(name, num_tokens, args):
     """A closure running one forward + backward, and the module's FLOPs."""
-    torch.manual_seed(0)
-    hw_shape, n = grid(name, num_tokens)
-    cfg = dict(type=name, embed_dims=args.embed_dims, num_heads=args.num_heads)
-    with torch.device(args.device):
-        module = MODELS.build(cfg).to(args.device)
-        x = torch.randn(1, n, args.embed_dims, requires_grad=True)
-        grad = torch.randn(1, n, args.embed_dims)
-
-    def step():
-        with core.autocast(args.device, args.dtype):
-            out = module(x, hw_shape)
-        out.backward(grad.to(out.dtype))
-        module.zero_grad(set_to_none=True)
-        x.grad = None
-
+    step, module = attention_step(
+        name, num_tokens, args.embed_dims, args.num_heads, args.device,
+        args.dtype,
+    )  # fmt: skip
+    hw_shape, n = token_grid(name, num_tokens)
     return step, module.flops(n, hw_shape)
 
 
@@ -186,7 +168,7 @@ def render(args, figures, gla):
     rows, missed = [], []
     for name in names:
         for n in args.tokens:
-            row = dict(operator=name, N=grid(name, n)[1])
+            row = dict(operator=name, N=token_grid(name, n)[1])
             row['status'] = figures['failed'].get(name, {}).get(n, 'not run')
             if n in figures['seconds'].get(name, {}):
                 own = case(name, n)

@@ -28,11 +28,15 @@ flagship    90 s  tools/train.py --amp (bf16) on
                   generated ImageNet-shaped folder of random JPEGs and
                   a random softmax teacher checkpoint, 2 short epochs,
                   with an empty Triton cache of its own (a cold start)
+variants   150 s  only with ``--parts``: launch_variants.py, the fused
+                  kernels' shipped launch options against the other
+                  choice of each, at 224 / 1024 / 2048 px
 =========  =====  =====================================================
 
-460 s in all, and a few seconds of set-up and writing: within 8 minutes.
-The benchmarks get ``--max-seconds`` (their limit less 30 s for start-up and
-writing), start no case after it and list the rest as skipped; a part
+460 s in all (without variants), and a few seconds of set-up and writing:
+within 8 minutes. The benchmarks get ``--max-seconds`` (their limit less
+30 s for start-up and writing), start no case after it and list the rest
+as skipped; a part
 still running at its limit is killed (its process group) and reported as
 timed out, with what it saved. ``TRITON_CACHE_AUTOTUNING=1`` keeps Triton's
 autotuning results on disk, so a kernel tuned in one part (fla's GLA: about
@@ -95,6 +99,8 @@ FLAGSHIP = 'configs/lvit/vit-b_gla_copy-distill_in1k.py'
 BUDGETS = dict(
     tests=130, attention=60, model=110, profile=40, distill=30, flagship=90
 )
+# Only when asked for (--parts variants), after or instead of the report.
+OPTIONAL_BUDGETS = dict(variants=150)
 STARTUP_S = 30  # a benchmark's start-up and writing, inside its limit
 TEST_WORKERS = 8  # pytest-xdist processes of the tests part (at most)
 REFRESH_S = 30  # the report's refresh period while a part runs
@@ -108,9 +114,9 @@ def parse_args(argv=None):
     parser.add_argument(
         '--parts',
         nargs='+',
-        choices=list(BUDGETS),
+        choices=list(BUDGETS) + list(OPTIONAL_BUDGETS),
         default=list(BUDGETS),
-        help='the parts to run (default: all, in this order)',
+        help='the parts to run (default: all but variants, in this order)',
     )
     parser.add_argument(
         '--scale',
@@ -178,6 +184,9 @@ def part_command(part, work, budget):
     if part == 'distill':
         command = tool('benchmark_distill.py') + cuda[:4]
         return command + ['--batch-size', '64', '--repeats', '5'], None
+    if part == 'variants':
+        command = tool('launch_variants.py') + cuda + ['--repeats', '5']
+        return command + ['--out-dir', work], osp.join(work, 'variants.md')
     raise ValueError(part)
 
 
@@ -277,7 +286,7 @@ def run_parts(args, env, parts, current):
         work = osp.join(args.work_dir, part)
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
-        budget = BUDGETS[part] * args.scale
+        budget = {**BUDGETS, **OPTIONAL_BUDGETS}[part] * args.scale
         current.update(work=work, budget=budget, started=time.monotonic())
 
         def write_running(part=part):

@@ -1,0 +1,138 @@
+"""Launch options the fused kernels could take instead of the shipped ones,
+one module constant each, to time side by side on a GPU
+(``tools/analysis/launch_variants.py``).
+
+The shipped options were chosen without a GPU, by what the compiled code
+runs (instructions, registers, resident programs:
+``tools/analysis/kernel_resources.py``; docs/benchmarks.md, "Kernel
+resources without a GPU"). Each :class:`Variant` sets constants back to
+the other choice while it is active. The launch code reads them at every
+call, so a variant takes effect at the next call (whose kernels compile
+then, once).
+"""
+
+import contextlib
+import importlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+GLA = ('GatedLinearAttention',)
+TTT = ('TTTAttention',)
+# The operators whose streaming loops take num_stages from their grid
+# (ELU and InLine run ReLU's kernels).
+STREAMING = ('ReLULinearAttention', 'MHLAttention', 'TTTAttention', *GLA)
+
+
+@dataclass(frozen=True)
+class Patch:
+    """Set ``module.name`` to ``value(old value)``."""
+
+    module: str
+    name: str
+    value: Callable
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Another choice of launch options: ``name`` (its command-line name),
+    ``what`` it changes, the ``operators`` it changes and its
+    ``patches``."""
+
+    name: str
+    what: str
+    operators: tuple[str, ...]
+    patches: tuple[Patch, ...]
+
+    @contextlib.contextmanager
+    def applied(self):
+        """The patches while active, the shipped values after (also on an
+        error). A patch naming a constant that does not exist raises
+        AttributeError instead of setting a new, unread one."""
+        done = []
+        try:
+            for patch in self.patches:
+                module = importlib.import_module(patch.module)
+                if not hasattr(module, patch.name):
+                    raise AttributeError(
+                        f'launch variant {self.name!r}: {patch.module} has '
+                        f'no {patch.name}; if it was renamed, rename it in '
+                        'mmlvit/benchmark/launch_variants.py'
+                    )
+                old = getattr(module, patch.name)
+                setattr(module, patch.name, patch.value(old))
+                done.append((module, patch.name, old))
+            yield self
+        finally:
+            for module, name, old in reversed(done):
+                setattr(module, name, old)
+
+
+def _whole_chunks_at(warps):
+    """GLA's LAUNCH with its whole-chunk kernels at ``warps`` warps."""
+
+    def value(launch):
+        kinds = ('whole_forward', 'whole_backward')
+        return dict(
+            launch, **{k: dict(launch[k], num_warps=warps) for k in kinds}
+        )
+
+    return value
+
+
+def _constant(value):
+    return lambda old: value
+
+
+VARIANTS = (
+    Variant(
+        'three-stage-loops',
+        "every streaming loop copies two tiles ahead (Triton's default of "
+        'three stages), whatever its grid',
+        STREAMING,
+        (
+            Patch(
+                'mmlvit.ops.triton_runtime',
+                'MANY_PROGRAMS',
+                _constant(sys.maxsize),
+            ),
+        ),
+    ),  # fmt: skip
+    Variant(
+        'gla-whole-8-warps',
+        "GLA's whole-chunk output, dq, dk and dv at 8 warps (one program a "
+        'multiprocessor) instead of 4 on sm_90',
+        GLA,
+        (
+            Patch(
+                'mmlvit.ops.gla.triton_backend', 'LAUNCH', _whole_chunks_at(8)
+            ),
+        ),
+    ),  # fmt: skip
+    Variant(
+        'gla-gate-grad-8-warps',
+        "GLA's log-gate gradient at 8 warps instead of 4 on sm_90",
+        GLA,
+        (Patch('mmlvit.ops.gla.gates', 'GRAD_WARPS_SM90', _constant(8)),),
+    ),
+    Variant(
+        'gla-log-gates-uncapped',
+        "GLA's log-gate kernel without its cap of 64 registers a thread",
+        GLA,
+        (Patch('mmlvit.ops.gla.gates', 'LOG_GATE_OPTIONS', _constant({})),),
+    ),
+    Variant(
+        'ttt-query-grad-8-warps',
+        "TTT's query gradient with half-precision tokens at 8 warps instead "
+        'of 4 on sm_90',
+        TTT,
+        (
+            Patch(
+                'mmlvit.ops.ttt.swiglu_function',
+                'QUERY_GRAD_HALF_WARPS_SM90',
+                _constant(8),
+            ),
+        ),
+    ),  # fmt: skip
+)
+BY_NAME = {variant.name: variant for variant in VARIANTS}
