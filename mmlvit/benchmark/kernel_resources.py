@@ -134,10 +134,7 @@ def sass_loops(sass):
         list[dict]: ``start`` / ``end`` (hex addresses), ``instructions``
         and one count per key of :data:`OPCODES`.
     """
-    code = [
-        (int(address, 16), text.split())
-        for address, text in _INSTRUCTION.findall(sass)
-    ]
+    code = _code(sass)
     loops = []
     for address, words in code:
         branch = _BRANCH.search(' '.join(words))
@@ -146,16 +143,29 @@ def sass_loops(sass):
         if branch is None or int(branch.group(1), 16) >= address:
             continue
         start = int(branch.group(1), 16)
-        ops = [
-            (w[1] if w[0].startswith('@') else w[0]).split('.')[0]
-            for a, w in code
-            if start <= a <= address
-        ]
-        loop = dict(start=hex(start), end=hex(address), instructions=len(ops))
-        for kind, names in OPCODES.items():
-            loop[kind] = sum(op in names for op in ops)
-        loops.append(loop)
+        body = [(a, w) for a, w in code if start <= a <= address]
+        loop = dict(start=hex(start), end=hex(address), instructions=len(body))
+        loops.append(dict(loop, **opcode_counts(body)))
     return sorted(loops, key=lambda loop: loop['instructions'])
+
+
+def _code(sass):
+    """(address, words) of each instruction of SASS text."""
+    return [
+        (int(address, 16), text.split())
+        for address, text in _INSTRUCTION.findall(sass)
+    ]
+
+
+def opcode_counts(code):
+    """How many instructions of ``code`` ((address, words) pairs) are of
+    each kind of :data:`OPCODES` (a predicate ``@P0`` skipped)."""
+    ops = [
+        (w[1] if w[0].startswith('@') else w[0]).split('.')[0] for _, w in code
+    ]
+    return {
+        kind: sum(op in names for op in ops) for kind, names in OPCODES.items()
+    }
 
 
 def resident_warps(registers, num_warps, shared_bytes=0, arch=90):
@@ -187,8 +197,9 @@ def kernel_resources(case, arch=90, loops=False):
         dict: ``registers`` per thread, ``spill_bytes`` (stack per thread),
         ``shared_bytes`` per program (static and dynamic),
         ``resident_warps`` per multiprocessor; with ``loops``, also the
-        kernel's ``instructions``, its :func:`sass_loops` and its
-        ``narrow_accesses`` (global loads and stores of 1 or 2 bytes).
+        kernel's ``instructions``, their :func:`opcode_counts`
+        (``opcodes``), its :func:`sass_loops` and its ``narrow_accesses``
+        (global loads and stores of 1 or 2 bytes).
     """
     import triton
     from triton.backends.compiler import GPUTarget
@@ -221,6 +232,7 @@ def kernel_resources(case, arch=90, loops=False):
     )
     if loops:
         used['instructions'] = len(_INSTRUCTION.findall(sass))
+        used['opcodes'] = opcode_counts(_code(sass))
         used['loops'] = sass_loops(sass)
         used['narrow_accesses'] = len(_NARROW.findall(sass))
     return used

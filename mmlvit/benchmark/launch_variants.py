@@ -116,6 +116,24 @@ VARIANTS = (
         (Patch('mmlvit.ops.gla.gates', 'GRAD_WARPS_SM90', _constant(8)),),
     ),
     Variant(
+        'gla-gate-grads-fp32-products',
+        "GLA's log-gate and gate-feature gradients multiplying as fp32 "
+        'multiply-adds instead of three tf32 tensor-core products',
+        GLA,
+        (
+            Patch(
+                'mmlvit.ops.gla.gates',
+                'GRAD_PRECISION_SM90',
+                _constant('ieee'),
+            ),
+            Patch(
+                'mmlvit.ops.gla.gates',
+                'FEATURE_GRAD_PRECISION',
+                _constant('ieee'),
+            ),
+        ),
+    ),  # fmt: skip
+    Variant(
         'gla-log-gates-uncapped',
         "GLA's log-gate kernel without its cap of 64 registers a thread",
         GLA,

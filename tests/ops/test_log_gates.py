@@ -53,6 +53,75 @@ def test_within_chunks_equals_explicit_sums():
     torch.testing.assert_close(g_bwd.grad[0, 0, :, 0], 2 * (position + 1.0))
 
 
+def _tf32(x, nearest):
+    """fp32 -> tf32 (10 mantissa bits) as fp32: rounded to nearest, ties
+    away (PTX's cvt.rna.tf32.f32), or truncated (what a tensor core reads
+    of an fp32 operand)."""
+    bits = x.view(torch.int32)
+    if nearest:
+        bits = bits + 0x1000
+    return (bits & ~0x1FFF).view(torch.float32)
+
+
+def _tf32_product(a, b):
+    """One tf32 tensor-core product, fp32 sums (11-bit significands
+    multiply exactly in fp32)."""
+    return _tf32(a, False) @ _tf32(b, False)
+
+
+def _three_tf32_products(a, b):
+    """Triton's input_precision='tf32x3' (the kernels' GRAD_PRECISION):
+    a_lo b_hi + a_hi b_lo + a_hi b_hi, a_hi = tf32(a), a_lo = a - a_hi."""
+    a_hi, b_hi = _tf32(a, True), _tf32(b, True)
+    low = _tf32_product(a - a_hi, b_hi) + _tf32_product(a_hi, b - b_hi)
+    return low + _tf32_product(a_hi, b_hi)
+
+
+def _one_tf32_product(a, b):
+    return _tf32_product(_tf32(a, True), _tf32(b, True))
+
+
+def _gradient_product_errors(product):
+    """Relative norm errors against float64 of the gate kernels' gradient
+    products, tiled as they tile them, at the sizes of the CUDA check
+    below (1025 tokens, C = 768, rank 16): df = dl W_up (one head's 64
+    channels a product), dW_up = dl^T f and dW_down = df^T x (64 tokens a
+    product), dx = df W_down."""
+    torch.manual_seed(0)
+    n, c, r = 1025, 768, 16
+    x = torch.randn(n, c).bfloat16().float()
+    down = torch.randn(r, c) / c**0.5
+    up = torch.randn(2 * c, r) * 2
+    f = (x.double() @ down.double().T).float()
+    dl = torch.randn(n, 2 * c) * torch.rand(n, 2 * c) / 16  # dg sigmoid / T
+    df = (dl.double() @ up.double()).float()
+    heads = [slice(h, h + 64) for h in range(0, 2 * c, 64)]
+    rows = [slice(t, t + 64) for t in range(0, n, 64)]
+    exact = lambda a, b: a.double() @ b.double()  # noqa: E731
+    got_want = (
+        (sum(product(dl[:, h], up[h]) for h in heads), exact(dl, up)),
+        (sum(product(dl[t].T, f[t]) for t in rows), exact(dl.T, f)),
+        (torch.cat([product(df[t], down) for t in rows]), exact(df, down)),
+        (sum(product(df[t].T, x[t]) for t in rows), exact(df.T, x)),
+    )
+    return [
+        ((got.double() - want).norm() / want.norm()).item()
+        for got, want in got_want
+    ]
+
+
+def test_three_tf32_products_keep_the_gradients_within_1e6():
+    """The gate kernels' gradients multiply as three tf32 products: as
+    close to float64 as fp32 multiply-adds (within 1e-6, the contract the
+    CUDA check below holds them to), where one tf32 product is 300 times
+    further off."""
+    fp32 = _gradient_product_errors(torch.matmul)
+    three = _gradient_product_errors(_three_tf32_products)
+    one = _gradient_product_errors(_one_tf32_product)
+    assert max(fp32) < 3e-7 and max(three) < 3e-7, (fp32, three)
+    assert min(one) > 1e-4, one
+
+
 interpreter_report = interpreter_run.report_fixture(
     'log_gates_interpreter.py', timeout=600
 )

@@ -145,7 +145,7 @@ def test_gla_kernels_at_four_warps(load_tool):
     multiprocessor, not one (bf16); 8 on sm_80, where ptxas spills more at
     4 (the whole-chunk kernels) or holds more programs at 8 (the
     log-gate gradient, at 80 registers). The gate features' gradient
-    launches 4 everywhere: three programs, not one."""
+    launches 4 everywhere: four programs, not two."""
     import dataclasses
 
     tool = load_tool('tools/analysis/kernel_resources.py')
@@ -171,10 +171,48 @@ def test_gla_kernels_at_four_warps(load_tool):
                 eight['resident_warps'] // 8,
             )
     features = 'gla.gate_features_grad_kernel'
-    assert programs.pop(features) == (3, 1)
+    assert programs.pop(features) == (4, 2)
     assert set(programs.values()) == {(2, 1)} and len(programs) == 6
     assert shipped.pop((80, features)) == 4
     assert {w for (arch, _), w in shipped.items() if arch == 80} == {8}
+
+
+def test_gate_gradients_multiply_on_tensor_cores(load_tool):
+    """On sm_90 GLA's log-gate and gate-feature gradients multiply as three
+    tf32 products: on tensor cores, in fewer instructions a program and
+    no more registers than as fp32 multiply-adds ('ieee', no tensor
+    cores), which the forward kernels keep; on sm_80 the log-gate
+    gradient multiplies as fp32 multiply-adds (bf16)."""
+    import dataclasses
+
+    tool = load_tool('tools/analysis/kernel_resources.py')
+
+    def cases(arch):
+        found = tool.gla_cases(torch.bfloat16, 'bf16', HEAD_WIDTH, arch)
+        return {case.name: case for case in found}
+
+    grads = (
+        'gla.log_gate_grad_kernel (forward gates)',
+        'gla.gate_features_grad_kernel',
+    )
+    forward = ('gla.log_gate_kernel', 'gla.gate_features_kernel')
+    sm90 = cases(90)
+    for name in forward:
+        used = kernel_resources(sm90[name], loops=True)
+        assert used['opcodes']['mma'] == 0, name
+    for name in grads:
+        case = sm90[name]
+        assert case.constexprs['PRECISION'] == 'tf32x3', name
+        ieee = dataclasses.replace(
+            case, constexprs=dict(case.constexprs, PRECISION='ieee')
+        )
+        three, ieee = (kernel_resources(c, loops=True) for c in (case, ieee))
+        assert ieee['opcodes']['mma'] == 0 < three['opcodes']['mma']
+        assert three['instructions'] < ieee['instructions'], name
+        assert three['registers'] <= ieee['registers'], name
+    sm80 = cases(80)
+    assert sm80[grads[0]].constexprs['PRECISION'] == 'ieee'
+    assert sm80[grads[1]].constexprs['PRECISION'] == 'tf32x3'
 
 
 def test_resident_warps_follow_the_register_file():

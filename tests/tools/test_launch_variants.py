@@ -29,9 +29,18 @@ def _gla_whole_warps():
 
 
 def _gla_gate_grad_warps():
-    from mmlvit.ops.gla.gates import grad_warps
+    from mmlvit.ops.gla.gates import grad_options
 
-    return grad_warps(SM90)
+    return grad_options(SM90)['num_warps']
+
+
+def _gla_gate_grad_products():
+    from mmlvit.ops.gla.gates import feature_constants, grad_options
+
+    return (
+        grad_options(SM90)['PRECISION'],
+        feature_constants(16, grad=True)['PRECISION'],
+    )
 
 
 def _gla_log_gate_options():
@@ -55,6 +64,11 @@ PROBES = {
     'three-stage-loops': (_stages, 1, 3),
     'gla-whole-8-warps': (_gla_whole_warps, {4}, {8}),
     'gla-gate-grad-8-warps': (_gla_gate_grad_warps, 4, 8),
+    'gla-gate-grads-fp32-products': (
+        _gla_gate_grad_products,
+        ('tf32x3', 'tf32x3'),
+        ('ieee', 'ieee'),
+    ),
     'gla-log-gates-uncapped': (_gla_log_gate_options, dict(maxnreg=64), {}),
     'ttt-query-grad-8-warps': (_ttt_query_grad_warps, 4, 8),
 }

@@ -257,28 +257,33 @@ def gla_cases(dtype, name, d, arch=90):
         'fp32',
     )
     rank = 16  # GatedLinearAttention's default gate_low_rank
-    constants, warps = _split_warps(gates.launch_constants(d, rank, True))
+    constants = gates.launch_constants(d, rank, True)
+    grad = dict(constants, **gates.grad_options(capability))
     cases += [
         KernelCase(
             f'gla.{kind}{name}', getattr(gate_kernels, kind), gate_pointers,
-            dict(constants, **direction),
-            gates.grad_warps(capability) if direction else warps,
+            *_split_warps(dict(options, **direction)),
             floats=('inv_temperature',),
             options={} if direction else gates.LOG_GATE_OPTIONS,
         )
-        for kind, name, direction in (
-            ('log_gate_kernel', '', {}),
-            ('log_gate_grad_kernel', ' (forward gates)', dict(DIRECTION=0)),
-            ('log_gate_grad_kernel', ' (backward gates)', dict(DIRECTION=1)),
+        for kind, name, options, direction in (
+            ('log_gate_kernel', '', constants, {}),
+            ('log_gate_grad_kernel', ' (forward gates)', grad,
+             dict(DIRECTION=0)),
+            ('log_gate_grad_kernel', ' (backward gates)', grad,
+             dict(DIRECTION=1)),
         )
     ]  # fmt: skip
     feature_pointers = dict(gate_pointers, x_ptr=name, dx_ptr=name)
     cases += [
         KernelCase(
             f'gla.{kind}', getattr(gate_kernels, kind), feature_pointers,
-            *_split_warps(gates.feature_constants(rank)),
+            *_split_warps(gates.feature_constants(rank, grad=grad)),
         )
-        for kind in ('gate_features_kernel', 'gate_features_grad_kernel')
+        for kind, grad in (
+            ('gate_features_kernel', False),
+            ('gate_features_grad_kernel', True),
+        )
     ]  # fmt: skip
     for case in cases:  # s<tensor>d, the channels' strides: contiguous
         names = case.fn.arg_names

@@ -23,13 +23,18 @@ takes ``BLOCK_N`` tokens of one head of width D; its channels are
 f, W, b and g are contiguous; dg is a (B, H, N, D) view addressed
 through (batch, head, token) strides with unit channel stride. The rank
 R is padded to ``BLOCK_R`` (a power of two, at least 16) and masked.
-Every product is one ``tl.dot`` with fp32 operands at
-``input_precision='ieee'`` (fp32 multiply-adds, as PyTorch's fp32
-products; the products are small: R = 16 by default), everything else
-fp32 in registers. One product per tile instead of R multiply-adds of a
+Every product is one ``tl.dot`` with fp32 operands, everything else fp32
+in registers. One product per tile instead of R multiply-adds of a
 column by a row, and R column sums, runs 2.6x (forward) to 5.5x
 (feature gradient) fewer instructions a warp on sm_90
-(tools/analysis/kernel_resources.py --loops).
+(tools/analysis/kernel_resources.py --loops). The forward products (the
+features, the logits) run at ``input_precision='ieee'`` (fp32
+multiply-adds, as PyTorch's fp32 products); the gradients' (df, dW, dx,
+dW_down) at the launch's ``PRECISION``: 'ieee' or 'tf32x3', three tf32
+tensor-core products of each operand's high and low parts (a = a_hi +
+a_lo; a_lo b_hi + a_hi b_lo + a_hi b_hi), within about 2^-21 |a| |b| a
+term of the exact product where an fp32 multiply-add is within 2^-24
+(see :mod:`.gates` for where each is used).
 """
 
 import triton
@@ -127,6 +132,7 @@ def log_gate_grad_kernel(
     sgb, sgh, sgn, B, H, N, D, R, inv_temperature,
     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr,
     CUMULATIVE: tl.constexpr, DIRECTION: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):  # fmt: skip
     """Grid (cdiv(N, BLOCK_N), B * H), the heads of ``DIRECTION`` (0:
     forward, 1: backward). Partial sums, fp32: df (2 H, B N, R), one per
@@ -155,7 +161,7 @@ def log_gate_grad_kernel(
     e = exp(-tl.abs(logits))
     dl = dg * (tl.where(logits > 0, e, 1.0) / (1.0 + e)) * inv_temperature
     # This tile's rows of its head's df, and its (image, tile) slot of dW.
-    df = tl.dot(dl, tl.trans(w), input_precision='ieee')
+    df = tl.dot(dl, tl.trans(w), input_precision=PRECISION)
     df_rows = head.to(tl.int64) * B * N + rows
     tl.store(
         df_ptr + df_rows[:, None] * R + ranks[None, :],
@@ -164,7 +170,7 @@ def log_gate_grad_kernel(
     )
     slot = tl.program_id(0).to(tl.int64) * B + bh // H
     dw_rows = slot * (2 * H * D) + channels
-    dw = tl.dot(tl.trans(dl), f, input_precision='ieee')
+    dw = tl.dot(tl.trans(dl), f, input_precision=PRECISION)
     tl.store(
         dw_ptr + dw_rows[:, None] * R + ranks[None, :],
         dw,
@@ -213,6 +219,7 @@ def gate_features_kernel(
 def gate_features_grad_kernel(
     x_ptr, w_ptr, df_ptr, dx_ptr, dw_ptr, M, C, R,
     BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_R: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):  # fmt: skip
     """Given df (M, R): dx = df W_down in fp32, stored in dx's dtype, and
     this program's partial sum of dW_down = df^T x, fp32 (cdiv(M,
@@ -227,10 +234,10 @@ def gate_features_grad_kernel(
     w = _matrix(w_ptr, ranks, channels, C, 1, ranked, inside)
     tokens = valid[:, None] & inside[None, :]
     x_offsets = rows[:, None] * C + channels[None, :]
-    dx = tl.dot(df, w, input_precision='ieee')
+    dx = tl.dot(df, w, input_precision=PRECISION)
     tl.store(dx_ptr + x_offsets, dx.to(dx_ptr.dtype.element_ty), mask=tokens)
     x = _matrix(x_ptr, rows, channels, C, 1, valid, inside)
-    dw = tl.dot(tl.trans(df), x, input_precision='ieee')
+    dw = tl.dot(tl.trans(df), x, input_precision=PRECISION)
     slot = tl.program_id(0).to(tl.int64) * R + ranks
     tl.store(
         dw_ptr + slot[:, None] * C + channels[None, :],

@@ -24,18 +24,34 @@ NUM_WARPS = 8
 # (Triton 3.8; 3.6: 65, before its log was MUFU.LG2 80), three programs;
 # at 64 no spills (sm_90, tools/analysis/kernel_resources.py).
 LOG_GATE_OPTIONS = dict(maxnreg=64)
-# The gradient kernel's warps on sm_90: at 4, 255 registers a thread
-# (Triton 3.8; 3.6: 186), no spill, two programs a multiprocessor and
-# 17 % fewer instructions a program than at 8 (177-192 registers, one
-# program). Elsewhere NUM_WARPS: on sm_80 and sm_86 it takes 80 registers
-# at 8 warps (three programs), 240-255 at 4 (two).
+# The log-gate gradient's warps on sm_90, with its products as three tf32
+# products ('tf32x3', see gate_kernels): at 4, 248 registers a thread
+# (Triton 3.8; 3.6: 196), no spill, two programs a multiprocessor and
+# 34 % fewer instructions a program than at 8 (157 registers, one
+# program). 'tf32x3' takes it from 13,376 to 10,176 warp instructions a
+# program (3.6: 13,728 to 10,368) at two programs either way. Elsewhere
+# NUM_WARPS and fp32 multiply-adds ('ieee'): on sm_80 and sm_86 that takes
+# 80 registers (three programs), where 'tf32x3' took 220 (one) and more
+# instructions.
 GRAD_WARPS_SM90 = 4
+GRAD_PRECISION_SM90 = 'tf32x3'
+# The gate-feature gradient's products, on every GPU: three tf32 products
+# take its registers from 156 to 101 (sm_90; 155 to 127 on sm_80), four
+# programs a multiprocessor instead of three, and its instructions from
+# 3,584 to 3,136 warp instructions a program on sm_90 (3.6: 3,584 to
+# 2,880; sm_80 and sm_86 about the same). The forward kernels' products
+# stay fp32 multiply-adds: as three tf32 products, the log-gate kernel ran
+# 44 % more instructions and spilled, and the feature kernel took 70
+# registers instead of 55 (28 resident warps instead of 36).
+FEATURE_GRAD_PRECISION = 'tf32x3'
 
 
-def grad_warps(capability: tuple[int, int] | None) -> int:
-    """Warps of the log-gate gradient on a GPU of compute ``capability``
-    (None under Triton's interpreter)."""
-    return GRAD_WARPS_SM90 if capability in (None, (9, 0)) else NUM_WARPS
+def grad_options(capability: tuple[int, int] | None) -> dict:
+    """The log-gate gradient's warps and products (``PRECISION``) on a GPU
+    of compute ``capability`` (None under Triton's interpreter)."""
+    if capability in (None, (9, 0)):
+        return dict(num_warps=GRAD_WARPS_SM90, PRECISION=GRAD_PRECISION_SM90)
+    return dict(num_warps=NUM_WARPS, PRECISION='ieee')
 
 
 def directions(t: Tensor, num_heads: int) -> tuple[Tensor, Tensor]:
@@ -165,7 +181,7 @@ class GateFeatures(torch.autograd.Function):
         d_features = d_features.contiguous()
         dx = torch.empty_like(x)
         d_weight = x.new_empty(_tiles(M), R, C, dtype=torch.float32)
-        constants = feature_constants(R)
+        constants = feature_constants(R, grad=True)
         grid = (_tiles(M), -(-C // constants['BLOCK_C']))
         kernels.gate_features_grad_kernel[grid](
             x, down_weight, d_features, dx, d_weight, M, C, R, **constants
@@ -173,21 +189,25 @@ class GateFeatures(torch.autograd.Function):
         return dx, d_weight.sum(0).to(down_weight.dtype)
 
 
-def feature_constants(rank: int) -> dict:
-    """The feature kernels' compile-time options for ``rank`` features:
-    tiles of 64 tokens by 32 channels at 4 warps (sm_90, bf16: 55 and 156
-    registers a thread, no spills; tools/analysis/kernel_resources.py).
-    The gradient at 8 warps took 155 registers, so one program a
-    multiprocessor where 4 warps hold three, and 25 % more warp
-    instructions a program (sm_80, sm_86 and sm_90 alike)."""
+def feature_constants(rank: int, grad: bool = False) -> dict:
+    """The feature kernels' compile-time options for ``rank`` features, of
+    the gradient with ``grad`` (its products at
+    :data:`FEATURE_GRAD_PRECISION`): tiles of 64 tokens by 32 channels at
+    4 warps (sm_90, bf16: 55 and 101 registers a thread, no spills;
+    tools/analysis/kernel_resources.py). The gradient at 8 warps took 94
+    registers, two programs a multiprocessor where 4 warps hold four, and
+    twice the warp instructions a program (sm_90; sm_80 and sm_86 alike)."""
     from ..fused_linear.function import _width
 
-    return dict(
+    constants = dict(
         BLOCK_M=BLOCK_N,
         BLOCK_C=32,
         BLOCK_R=_width(rank),
         num_warps=4,
     )
+    if grad:
+        constants['PRECISION'] = FEATURE_GRAD_PRECISION
+    return constants
 
 
 def launch_constants(width: int, rank: int, cumulative: bool) -> dict:
@@ -250,9 +270,7 @@ class LogGates(torch.autograd.Function):
         d_weight = partial_sums(_tiles(N), B, channels, R)
         d_bias = partial_sums(_tiles(N), B, channels)
         constants = launch_constants(width, R, ctx.cumulative)
-        constants['num_warps'] = grad_warps(
-            compute_capability(features.device)
-        )
+        constants.update(grad_options(compute_capability(features.device)))
         for direction, grad in enumerate((dg_fwd, dg_bwd)):
             grad = grad if grad.stride(-1) == 1 else grad.contiguous()
             kernels.log_gate_grad_kernel[(_tiles(N), B * H)](
