@@ -80,6 +80,15 @@ def _whole_chunks_at(warps):
     return value
 
 
+def _state_scan_at(warps):
+    """GLA's LAUNCH with its state scan at ``warps`` warps."""
+
+    def value(launch):
+        return dict(launch, states=dict(launch['states'], num_warps=warps))
+
+    return value
+
+
 def _constant(value):
     return lambda old: value
 
@@ -109,6 +118,14 @@ VARIANTS = (
             ),
         ),
     ),  # fmt: skip
+    Variant(
+        'gla-scan-4-warps',
+        "GLA's state scan at 4 warps instead of 8: 13 % fewer warp "
+        'instructions an iteration, 20 resident warps instead of 32 (sm_90, '
+        'bf16)',
+        GLA,
+        (Patch('mmlvit.ops.gla.triton_backend', 'LAUNCH', _state_scan_at(4)),),
+    ),
     Variant(
         'gla-gate-grad-8-warps',
         "GLA's log-gate gradient at 8 warps instead of 4 on sm_90",

@@ -28,6 +28,12 @@ def _gla_whole_warps():
     return {launch_options(k, SM90)['num_warps'] for k in kinds}
 
 
+def _gla_scan_warps():
+    from mmlvit.ops.gla.triton_backend import states_launch
+
+    return states_launch(10**6)['num_warps']
+
+
 def _gla_gate_grad_warps():
     from mmlvit.ops.gla.gates import grad_options
 
@@ -63,6 +69,7 @@ def _ttt_query_grad_warps():
 PROBES = {
     'three-stage-loops': (_stages, 1, 3),
     'gla-whole-8-warps': (_gla_whole_warps, {4}, {8}),
+    'gla-scan-4-warps': (_gla_scan_warps, 8, 4),
     'gla-gate-grad-8-warps': (_gla_gate_grad_warps, 4, 8),
     'gla-gate-grads-fp32-products': (
         _gla_gate_grad_products,
