@@ -115,11 +115,11 @@ def test_variants_part_only_when_asked_for(report, tmp_path):
     assert report.parse_args(['out', '--parts', 'variants']).parts == [
         'variants'
     ]
-    command, table = report.part_command('variants', str(tmp_path), 150)
+    command, table = report.part_command('variants', str(tmp_path), 240)
     assert command[1].endswith('launch_variants.py')
     i = command.index('--device')
     assert command[i + 1] == 'cuda'
-    assert command[command.index('--max-seconds') + 1] == str(150 - 30)
+    assert command[command.index('--max-seconds') + 1] == str(240 - 30)
     assert table == str(tmp_path / 'variants.md')
 
 

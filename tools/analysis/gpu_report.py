@@ -28,7 +28,7 @@ flagship    90 s  tools/train.py --amp (bf16) on
                   generated ImageNet-shaped folder of random JPEGs and
                   a random softmax teacher checkpoint, 2 short epochs,
                   with an empty Triton cache of its own (a cold start)
-variants   150 s  only with ``--parts``: launch_variants.py, the fused
+variants   240 s  only with ``--parts``: launch_variants.py, the fused
                   kernels' shipped launch options against the other
                   choice of each, at 224 / 1024 / 2048 px
 =========  =====  =====================================================
@@ -100,7 +100,7 @@ BUDGETS = dict(
     tests=130, attention=60, model=110, profile=40, distill=30, flagship=90
 )
 # Only when asked for (--parts variants), after or instead of the report.
-OPTIONAL_BUDGETS = dict(variants=150)
+OPTIONAL_BUDGETS = dict(variants=240)
 STARTUP_S = 30  # a benchmark's start-up and writing, inside its limit
 TEST_WORKERS = 8  # pytest-xdist processes of the tests part (at most)
 REFRESH_S = 30  # the report's refresh period while a part runs
@@ -185,7 +185,7 @@ def part_command(part, work, budget):
         command = tool('benchmark_distill.py') + cuda[:4]
         return command + ['--batch-size', '64', '--repeats', '5'], None
     if part == 'variants':
-        command = tool('launch_variants.py') + cuda + ['--repeats', '5']
+        command = tool('launch_variants.py') + cuda + ['--repeats', '3']
         return command + ['--out-dir', work], osp.join(work, 'variants.md')
     raise ValueError(part)
 
