@@ -106,7 +106,7 @@ VARIANTS = (
                 _constant(sys.maxsize),
             ),
         ),
-    ),  # fmt: skip
+    ),
     Variant(
         'gla-whole-8-warps',
         "GLA's whole-chunk output, dq, dk and dv at 8 warps (one program a "
@@ -117,7 +117,7 @@ VARIANTS = (
                 'mmlvit.ops.gla.triton_backend', 'LAUNCH', _whole_chunks_at(8)
             ),
         ),
-    ),  # fmt: skip
+    ),
     Variant(
         'gla-scan-4-warps',
         "GLA's state scan at 4 warps instead of 8: 13 % fewer warp "
@@ -149,7 +149,7 @@ VARIANTS = (
                 _constant('ieee'),
             ),
         ),
-    ),  # fmt: skip
+    ),
     Variant(
         'gla-log-gates-uncapped',
         "GLA's log-gate kernel without its cap of 64 registers a thread",
@@ -168,6 +168,6 @@ VARIANTS = (
                 _constant(8),
             ),
         ),
-    ),  # fmt: skip
+    ),
 )
 BY_NAME = {variant.name: variant for variant in VARIANTS}

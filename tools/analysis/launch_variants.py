@@ -106,7 +106,8 @@ def measure(variant, name, px, batch, args):
     times = core.interleaved_times(
         dict(shipped=step, variant=variant_step), args.repeats, args.device
     )
-    shipped_s, variant_s = (times[k]['median_s'] for k in times)
+    shipped_s = times['shipped']['median_s']
+    variant_s = times['variant']['median_s']
     return dict(
         N=token_grid(name, num_tokens)[1],
         shipped_s=shipped_s,
@@ -146,7 +147,7 @@ def render(args, rows):
     columns = [
         ('variant', 'variant', '{}', '-'),
         ('operator', 'operator', '{}', '-'),
-        ('px (batch)', 'px', '{}'),
+        ('px', 'px', '{}'),
         ('batch', 'batch', '{}'),
         ('shipped (ms)', 'shipped_s', ms),
         ('variant (ms)', 'variant_s', ms),
@@ -179,7 +180,8 @@ def main(argv=None):
     def save(rows):
         core.write_json(json_path, dict(device=args.device, rows=rows))
 
-    torch.set_num_threads(args.threads or torch.get_num_threads())
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rows = run(args, save)
     lines = render(args, rows)
     with open(osp.join(args.out_dir, 'variants.md'), 'w') as f:
