@@ -231,8 +231,9 @@ def kernel_resources(case, arch=90, loops=False):
         resident_warps=resident_warps(registers, case.num_warps, shared, arch),
     )
     if loops:
-        used['instructions'] = len(_INSTRUCTION.findall(sass))
-        used['opcodes'] = opcode_counts(_code(sass))
+        code = _code(sass)
+        used['instructions'] = len(code)
+        used['opcodes'] = opcode_counts(code)
         used['loops'] = sass_loops(sass)
         used['narrow_accesses'] = len(_NARROW.findall(sass))
     return used

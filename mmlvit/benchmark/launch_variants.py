@@ -21,7 +21,7 @@ GLA = ('GatedLinearAttention',)
 TTT = ('TTTAttention',)
 # The operators whose streaming loops take num_stages from their grid
 # (ELU and InLine run ReLU's kernels).
-STREAMING = ('ReLULinearAttention', 'MHLAttention', 'TTTAttention', *GLA)
+STREAMING = ('ReLULinearAttention', 'MHLAttention', *TTT, *GLA)
 
 
 @dataclass(frozen=True)

@@ -36,12 +36,12 @@ variants   240 s  only with ``--parts``: launch_variants.py, the fused
 460 s in all (without variants), and a few seconds of set-up and writing:
 within 8 minutes. The benchmarks get ``--max-seconds`` (their limit less
 30 s for start-up and writing), start no case after it and list the rest
-as skipped; a part
-still running at its limit is killed (its process group) and reported as
-timed out, with what it saved. ``TRITON_CACHE_AUTOTUNING=1`` keeps Triton's
-autotuning results on disk, so a kernel tuned in one part (fla's GLA: about
-2.5 minutes the first time) is not tuned again in the next. A part that
-fails does not stop the others.
+as skipped; a part still running at its limit is killed (its process
+group) and reported as timed out, with what it saved.
+``TRITON_CACHE_AUTOTUNING=1`` keeps Triton's autotuning results on disk,
+so a kernel tuned in one part (fla's GLA: about 2.5 minutes the first
+time) is not tuned again in the next. A part that fails does not stop the
+others.
 
 Writes to OUT_DIR: ``report.md`` (GPU, versions, the time of each part, one
 table per part), ``report.json``, ``report_bundle.tar.gz`` (the report, the

@@ -93,7 +93,7 @@ def relative_difference(shipped, variant):
 def measure(variant, name, px, batch, args):
     """The variant against the shipped options for one case."""
     num_tokens = (px // PATCH) ** 2 + 1
-    options = interpreted_kernel_options(name) if args.device == 'cpu' else {}
+    options = interpreted_kernel_options(name)  # {} on CUDA
     step, _ = attention_step(
         name, num_tokens, args.embed_dims, args.num_heads, args.device,
         args.dtype, batch=batch, options=options,
