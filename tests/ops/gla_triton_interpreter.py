@@ -20,10 +20,12 @@ if 'triton' in sys.modules:
 os.environ['TRITON_INTERPRET'] = '1'
 
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from fused_linear_interpreter import DTYPES  # noqa: E402
 from gla_inputs import grads, inputs  # noqa: E402
 
 from mmlvit.ops.gla import (  # noqa: E402
+    bidirectional_gla_gated,
     bidirectional_gla_map,
     triton_backend,
     triton_backward_kernels,
@@ -190,6 +192,47 @@ def check_wide(T):
     )
 
 
+def check_plain_gates(T):
+    """``bidirectional_gla_gated`` on the triton backend with a gates
+    function that does not take ``chunk`` (log-sigmoids of two logit
+    tensors), fp32, d = 16: output and the gradients of q, k, v and both
+    logits against the float64 oracle."""
+    q, k, v = inputs(B=1, H=2, T=T, d=16, dtype=torch.float32, seed=13, gate=0)
+    gen = torch.Generator().manual_seed(14)
+    logits = [3 * torch.randn(q.shape, generator=gen) for _ in range(2)]
+
+    def gates(a, b):
+        return F.logsigmoid(a), F.logsigmoid(b)
+
+    tensors = [q, k, v, *logits]
+
+    def fn(q, k, v, a, b):
+        return bidirectional_gla_gated(
+            q, k, v, gates, a, b, scale=0.4, backend='triton'
+        )
+
+    out = fn(*tensors)
+    got = grads(fn, tensors)
+
+    def ref_fn(q, k, v, a, b):
+        return oracle(q, k, v, *gates(a, b), 0.4)
+
+    doubles = [t.double() for t in tensors]
+    ref = ref_fn(*doubles)
+    want = grads(ref_fn, doubles)
+    names = 'q k v logits_fwd logits_bwd'.split()
+    return dict(
+        finite=bool(out.isfinite().all()),
+        out=(out.double() - ref).abs().max().item(),
+        out_scale=ref.abs().max().item(),
+        grads={
+            n: (a.double() - b).abs().max().item()
+            for n, a, b in zip(names, got, want)
+        },
+        grad_scales={n: b.abs().max().item() for n, b in zip(names, want)},
+    )
+
+
 def module_gradients(m, x, hw_shape):
     """Output, and gradients of x and of every parameter, of ``m``."""
     x = x.clone().requires_grad_()
@@ -258,6 +301,7 @@ CHECKS = {
     'vanishing fp32 T=80': (check_vanishing, (80,)),
     'widths fp32 T=150': (check_widths, (150,)),
     'wide fp32 T=80': (check_wide, (80,)),
+    'plain gates fp32 T=80': (check_plain_gates, (80,)),
     'strided bf16 T=80': (check_strided, (80, 'bf16')),
     'strided fp16 T=80': (check_strided, (80, 'fp16')),
     # 7 x 7 patches and a class token: T = 50, one partial chunk.

@@ -12,6 +12,8 @@ from gla_inputs import inputs
 
 import mmlvit.ops.gla.dispatch as dispatch
 from mmlvit.ops import bidirectional_gla
+from mmlvit.ops.gla import log_gates, triton_backend
+from mmlvit.ops.gla.gates import within_chunks
 
 # ----------------------------------------------------- backend choice
 
@@ -202,6 +204,30 @@ def test_unequal_head_widths_in_the_factored_kernels(interpreted):
     whole-chunk kernels and the factored diagonals (the vanishing gates
     test them in the exact ones), fp32."""
     assert_close(interpreted['widths fp32 T=150'], rtol=2e-5)
+
+
+def test_gates_function_without_chunk_keyword(interpreted):
+    """``bidirectional_gla_gated`` on the triton backend with a gates
+    function that does not take ``chunk`` (the kernels' Function sums its
+    log-gates within chunks itself): output and the gradients of q, k, v
+    and of both logit tensors the gates come from, fp32."""
+    report = interpreted['plain gates fp32 T=80']
+    assert report['finite'], report
+    assert set(report['grads']) == {'q', 'k', 'v', 'logits_fwd', 'logits_bwd'}
+    interpreter_run.assert_close(report, rtol=2e-5)
+
+
+def test_chunked_passes_functions_that_sum_within_chunks():
+    """:func:`~mmlvit.ops.gla.triton_backend.chunked`: a function taking
+    ``chunk`` (or any keyword) is called as it is; one that does not has
+    its gates summed within chunks, as ``within_chunks`` sums them."""
+    g_fwd, g_bwd = inputs(B=1, H=2, T=70, d=4, gate=2)[3:]
+    for takes_chunk in (log_gates, lambda *a, **kw: a):
+        assert triton_backend.chunked(takes_chunk) is takes_chunk
+    summed = triton_backend.chunked(lambda a, b: (a, b))
+    want = within_chunks(g_fwd, g_bwd, 64)
+    for got, ref in zip(summed(g_fwd, g_bwd, chunk=64), want):
+        torch.testing.assert_close(got, ref)
 
 
 @pytest.mark.parametrize('dtype, rtol', [('bf16', 2e-2), ('fp16', 3e-3)])

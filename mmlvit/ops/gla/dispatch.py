@@ -132,10 +132,11 @@ def bidirectional_gla_gated(
         v (Tensor): (B, H, T, d_v).
         gates (Callable): A deterministic function of ``gate_inputs`` giving
             the forward and backward log-gates <= 0, each (B, H, T, d_k) in
-            token order; the triton backend calls it with the keyword
-            ``chunk=64`` for their cumulative sums within chunks of 64
-            tokens (:func:`~.gates.within_chunks`), as
-            :func:`~.gates.log_gates` takes it.
+            token order. The triton backend takes the log-gates'
+            cumulative sums within chunks of 64 tokens
+            (:func:`~.gates.within_chunks`): from ``gates(*gate_inputs,
+            chunk=64)`` where it takes that keyword, as
+            :func:`~.gates.log_gates` does, else by summing its gates.
         *gate_inputs (Tensor): Its tensors.
         scale, backend, chunk_size: As for :func:`bidirectional_gla`.
 

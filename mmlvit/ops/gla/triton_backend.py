@@ -30,6 +30,7 @@ only in grids of few programs: two compiled forms).
 """
 
 import functools
+import inspect
 import math
 from collections.abc import Callable
 
@@ -271,6 +272,25 @@ def given_gates(g_fwd, g_bwd, chunk=None):
     return within_chunks(g_fwd, g_bwd, chunk)
 
 
+def chunked(gates: Callable[..., tuple[Tensor, Tensor]]) -> Callable:
+    """``gates`` as :class:`BidirectionalGLATriton` calls it, with the
+    keyword ``chunk``: itself where it takes that keyword (as
+    :func:`~.gates.log_gates` does, summing in its kernel), else a
+    function that sums its log-gates within chunks
+    (:func:`given_gates`)."""
+    try:
+        parameters = inspect.signature(gates).parameters.values()
+    except (TypeError, ValueError):  # no signature to read
+        parameters = ()
+    if any(p.name == 'chunk' or p.kind is p.VAR_KEYWORD for p in parameters):
+        return gates
+
+    def summed(*gate_inputs, chunk):
+        return given_gates(*gates(*gate_inputs), chunk=chunk)
+
+    return summed
+
+
 class BidirectionalGLATriton(torch.autograd.Function):
     """:func:`forward` and :func:`backward` as an autograd Function whose
     gates are ``gates(*gate_inputs, chunk=CHUNK)`` -> (c_fwd, c_bwd), the
@@ -323,9 +343,11 @@ def bidirectional_triton_gated(
         scale (float): Query scale.
         gates (Callable): Deterministic function of ``gate_inputs`` giving
             the log-gates <= 0 (g_fwd, g_bwd), each (B, H, T, d_k) in token
-            order; with the keyword ``chunk=n``, their cumulative sums
-            within chunks of n tokens instead (:func:`~.gates.log_gates`,
-            :func:`~.gates.within_chunks`), which is how it is called.
+            order. Where it takes the keyword ``chunk``, it is called with
+            ``chunk=n`` and gives their cumulative sums within chunks of n
+            tokens instead (:func:`~.gates.log_gates`,
+            :func:`~.gates.within_chunks`); otherwise its gates are summed
+            so (:func:`chunked`).
         *gate_inputs (Tensor): Its tensors (those that need gradients get
             them).
 
@@ -338,7 +360,9 @@ def bidirectional_triton_gated(
         raise ValueError(f"backend='triton' supports {reason}.")
     dtype = functools.reduce(torch.promote_types, (q.dtype, k.dtype, v.dtype))
     q, k, w = (t.to(dtype) for t in (q, k, v))
-    o = BidirectionalGLATriton.apply(q, k, w, scale / 2, gates, *gate_inputs)
+    o = BidirectionalGLATriton.apply(
+        q, k, w, scale / 2, chunked(gates), *gate_inputs
+    )
     return o.to(v.dtype)
 
 
