@@ -6,6 +6,7 @@ GPU it is, and whether a launch's loops copy tiles ahead."""
 
 import functools
 import os
+from collections.abc import Callable
 
 import torch
 
@@ -26,7 +27,22 @@ BF16_SHARED_MEMORY = 99 * 1024
 MANY_PROGRAMS = 512
 
 
-@functools.cache
+def _memoized(fn: Callable) -> Callable:
+    """``fn`` computed once per arguments, as ``functools.cache`` does,
+    but in a plain dict that TorchDynamo traces without its warning about
+    cache wrappers (these facts are read while a model compiles)."""
+    values = {}
+
+    @functools.wraps(fn)
+    def memoized(*args):
+        if args not in values:
+            values[args] = fn(*args)
+        return values[args]
+
+    return memoized
+
+
+@_memoized
 def triton_importable() -> bool:
     """Whether Triton imports."""
     try:
@@ -34,6 +50,17 @@ def triton_importable() -> bool:
     except ImportError:
         return False
     return True
+
+
+def outside_graphs(fn: Callable) -> Callable:
+    """``fn``, a fused kernels' entry point, run as in eager mode where
+    ``torch.compile`` traces a model: TorchDynamo breaks its graph around
+    the call instead of tracing into Triton's launch code (which it cannot
+    do under Triton's interpreter, and which holds nothing for its graph),
+    and autograd records the kernels' Functions as in eager mode. The
+    compiled graphs hold everything else (with ``fullgraph=True`` Dynamo
+    refuses the break: compile with ``backend='torch'`` for one graph)."""
+    return torch.compiler.disable(fn)
 
 
 def num_stages(programs: int) -> int:
@@ -48,14 +75,14 @@ def interpreting() -> bool:
     return os.environ.get('TRITON_INTERPRET') == '1'
 
 
-@functools.cache
+@_memoized
 def _shared_memory_per_program(device: torch.device) -> int:
     return torch.cuda.get_device_properties(
         device
     ).shared_memory_per_block_optin
 
 
-@functools.cache
+@_memoized
 def _capability(device: torch.device) -> tuple[int, int]:
     return torch.cuda.get_device_capability(device)
 

@@ -22,7 +22,12 @@ from torch import Tensor
 
 from ..heads import qkv_gradients
 from ..recompute import OutputsOfStates
-from ..triton_runtime import MANY_PROGRAMS, interpreting, num_stages
+from ..triton_runtime import (
+    MANY_PROGRAMS,
+    interpreting,
+    num_stages,
+    outside_graphs,
+)
 from . import kernels
 
 MODES = {
@@ -342,6 +347,7 @@ class OneLaunchOutputs(OutputsOfStates):
         return launch.attention(q, k, v)
 
 
+@outside_graphs
 def fused_linear_attention(
     q: Tensor,
     k: Tensor,
@@ -383,6 +389,7 @@ def fused_linear_attention(
     return outputs.apply(q, launch, states, k, v)
 
 
+@outside_graphs
 def fused_mhla_attention(
     q: Tensor,
     k: Tensor,

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ..fused_linear import use_fused
 from ..precision import fp32_scope
-from ..triton_runtime import compute_capability
+from ..triton_runtime import compute_capability, outside_graphs
 
 # 64 tokens of one head a program, 8 warps (the gradient on sm_90: 4, see
 # GRAD_WARPS_SM90), as the gated norm's kernels.
@@ -134,11 +134,11 @@ def log_gates(
         up_weight.unflatten(0, (2 * num_heads, -1)).transpose(1, 2),
     )
     if use_fused(backend, *per_head, needs_shared_memory=False):
-        features = GateFeatures.apply(x, down_weight)
         cumulative = chunk == BLOCK_N
-        gates = LogGates.apply(
-            features, up_weight, up_bias, num_heads, temperature, cumulative
-        )
+        gates = fused_log_gates(
+            x, down_weight, up_weight, up_bias, num_heads, temperature,
+            cumulative,
+        )  # fmt: skip
         if chunk is None or cumulative:
             return gates
     else:
@@ -150,6 +150,18 @@ def log_gates(
             logits = F.logsigmoid(logits).div_(temperature)
         gates = directions(logits, num_heads)
     return gates if chunk is None else within_chunks(*gates, chunk)
+
+
+@outside_graphs
+def fused_log_gates(
+    x, down_weight, up_weight, up_bias, num_heads, temperature, cumulative
+):  # fmt: skip
+    """:func:`log_gates` by the fused kernels (arguments as there;
+    ``cumulative``: their sums within chunks of :data:`BLOCK_N`)."""
+    features = GateFeatures.apply(x, down_weight)
+    return LogGates.apply(
+        features, up_weight, up_bias, num_heads, temperature, cumulative
+    )
 
 
 class GateFeatures(torch.autograd.Function):

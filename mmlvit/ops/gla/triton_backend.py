@@ -43,6 +43,7 @@ from ..triton_runtime import (
     compute_capability,
     interpreting,
     num_stages,
+    outside_graphs,
     shared_memory_reason,
 )
 from .arguments import check_shapes
@@ -323,6 +324,7 @@ class BidirectionalGLATriton(torch.autograd.Function):
         return dq, dk, dv, None, None, *d_inputs
 
 
+@outside_graphs
 def bidirectional_triton_gated(
     q: Tensor,
     k: Tensor,

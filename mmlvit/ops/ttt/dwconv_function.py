@@ -17,6 +17,7 @@ from torch import Tensor
 
 from ..depthwise_conv.function import GridLaunch
 from ..recompute import OutputsOfStates
+from ..triton_runtime import outside_graphs
 from .reference import normalised
 
 
@@ -54,6 +55,7 @@ class ConvSums(torch.autograd.Function):
         return launch.conv(v, dr, flip=True), launch.conv(k, dr), None
 
 
+@outside_graphs
 def fused_ttt_dwconv(
     q: Tensor, k: Tensor, v: Tensor, w3: Tensor, scale: float
 ) -> Tensor:

@@ -1,0 +1,87 @@
+"""``torch.compile`` of a model on the fused kernels: their entry points
+run outside Dynamo's graphs (``triton_runtime.outside_graphs``), the rest
+compiles, and a training step equals the eager one. On CPU tensors under
+Triton's interpreter (compile_interpreter.py, in a subprocess)."""
+
+import interpreter_run
+import pytest
+
+# The functions each operator's fused path enters, which Dynamo calls
+# eagerly.
+ENTRY_POINTS = {
+    'ELULinearAttention': ['fused_linear_attention'],
+    'ReLULinearAttention': ['fused_linear_attention'],
+    'InLineAttention': ['fused_linear_attention'],
+    'MHLAttention': ['fused_depthwise_conv', 'fused_mhla_attention'],
+    'TTTAttention': ['fused_ttt_dwconv', 'fused_ttt_swiglu'],
+    'GatedLinearAttention': [
+        'bidirectional_triton_gated',
+        'fused_gated_rms_norm',
+    ],
+}
+
+compiled = interpreter_run.report_fixture(
+    'compile_interpreter.py', timeout=600
+)
+
+
+def test_every_linear_operator_is_checked(compiled):
+    assert set(compiled) == set(ENTRY_POINTS)
+
+
+@pytest.mark.parametrize('operator', sorted(ENTRY_POINTS))
+def test_compiled_step_equals_eager_with_kernels_outside_graphs(
+    compiled, operator
+):
+    """Output and every parameter gradient of the compiled model within
+    1e-5 of the largest magnitude of the eager ones (fp32; inductor's
+    products and sums round in another order); Dynamo's only graph breaks
+    are the fused entry points."""
+    report = compiled[operator]
+    assert report['outside_graphs'] == ENTRY_POINTS[operator], report
+    assert report['other_breaks'] == [], report
+    interpreter_run.assert_close(report, rtol=1e-5)
+
+
+@pytest.mark.cuda
+def test_compiled_gla_step_equals_eager_on_cuda():
+    """The same on a GPU with ``backend='auto'`` (the fused kernels):
+    GLA, whose kernels' Function recomputes its gates in backward, fp32,
+    within 1e-4 of the eager step's largest magnitudes."""
+    import torch
+    from mmengine.registry import init_default_scope
+    from mmpretrain.registry import MODELS
+
+    import mmlvit  # noqa: F401
+
+    init_default_scope('mmpretrain')
+    torch.manual_seed(0)
+    model = MODELS.build(
+        dict(
+            type='LinearVisionTransformer',
+            arch=dict(
+                embed_dims=64, num_layers=1, num_heads=2,
+                feedforward_channels=128,
+            ),
+            img_size=64,
+            patch_size=8,
+            attn_cfg=dict(type='GatedLinearAttention'),
+        )
+    ).cuda()  # fmt: skip
+    images = torch.randn(2, 3, 64, 64, device='cuda')
+    w = torch.randn(2, 64, device='cuda')
+
+    def step(run):
+        model.zero_grad()
+        (out,) = run(images)
+        (out * w).sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+        return out.detach(), grads
+
+    ref, want = step(model)
+    torch._dynamo.reset()
+    out, got = step(torch.compile(model))
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-4 * ref.abs().max())
+    for name, grad in want.items():
+        atol = 1e-4 * grad.abs().max()
+        torch.testing.assert_close(got[name], grad, rtol=0, atol=atol)
