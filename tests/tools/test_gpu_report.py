@@ -15,6 +15,8 @@ import pytest
 import torch
 from mmengine.config import Config
 
+from mmlvit.benchmark import flagship_run
+
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason='has CUDA')
 
 
@@ -31,9 +33,9 @@ def test_refuses_without_a_gpu(report, tmp_path, capsys):
 
 
 def test_imagenet_folder_and_options_fit_the_flagship_config(
-    report, load_tool, tmp_path
+    load_tool, tmp_path
 ):
-    root = report.make_imagenet_folder(
+    root = flagship_run.make_imagenet_folder(
         str(tmp_path / 'imagenet'), num_train=6, num_val=3, size=(40, 32)
     )
     lines = (tmp_path / 'imagenet' / 'meta' / 'train.txt').read_text()
@@ -41,10 +43,10 @@ def test_imagenet_folder_and_options_fit_the_flagship_config(
     assert len(os.listdir(tmp_path / 'imagenet' / 'val')) == 3
 
     train = load_tool('tools/train.py')
-    command = report.flagship_command(str(tmp_path), root, 'teacher.pth')
+    command = flagship_run.flagship_command(str(tmp_path), root, 'teacher.pth')
     argv = command[2:]  # after python tools/train.py
     cfg = train.merge_args(
-        Config.fromfile(report.FLAGSHIP), train.parse_args(argv)
+        Config.fromfile(flagship_run.FLAGSHIP), train.parse_args(argv)
     )
     assert cfg.model.teacher_checkpoint == 'teacher.pth'
     assert cfg.optim_wrapper.type == 'SkipNonFiniteAmpOptimWrapper'
@@ -65,13 +67,13 @@ def test_imagenet_folder_and_options_fit_the_flagship_config(
     assert item['data_samples'].gt_label.item() == 0
 
 
-def test_teacher_checkpoint_loads_into_the_config_teacher(report, tmp_path):
+def test_teacher_checkpoint_loads_into_the_config_teacher(tmp_path):
     from mmpretrain.registry import MODELS
 
-    cfg = Config.fromfile(report.FLAGSHIP)
+    cfg = Config.fromfile(flagship_run.FLAGSHIP)
     cfg.model.teacher.backbone.arch = 'deit-tiny'  # small for the test
     cfg.model.teacher.head.in_channels = 192
-    path = report.save_teacher(cfg, str(tmp_path / 'teacher.pth'))
+    path = flagship_run.save_teacher(cfg, str(tmp_path / 'teacher.pth'))
     state = torch.load(path, weights_only=True)['state_dict']
     teacher = MODELS.build(cfg.model.teacher)
     teacher.load_state_dict(state, strict=True)
@@ -187,7 +189,7 @@ def test_run_part_stops_a_part_at_its_limit(report, tmp_path):
     assert result['returncode'] == 0 and not result['timed_out']
 
 
-def test_iteration_times_from_mmengine_log_lines(report):
+def test_iteration_times_from_mmengine_log_lines():
     lines = [
         (5.0, 'loading'),
         (40.5, '12/04 14:00:01 - mmengine - INFO - Epoch(train)   [1][1/5]  '
@@ -196,8 +198,8 @@ def test_iteration_times_from_mmengine_log_lines(report):
         (41.0, 'Epoch(train)   [1][ 2/5]  lr: 1e-4  time: 0.3100  '
                'data_time: 0.0100'),
     ]  # fmt: skip
-    assert report.iteration_times(lines) == (40.5, [30.1234, 0.31])
-    assert report.iteration_times([(1.0, 'no training')]) == (None, [])
+    assert flagship_run.iteration_times(lines) == (40.5, [30.1234, 0.31])
+    assert flagship_run.iteration_times([(1.0, 'no training')]) == (None, [])
 
 
 def fake_parts(report, tmp_path):

@@ -75,12 +75,7 @@ import time
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO_ROOT)
 
-from mmlvit.benchmark.flagship_run import (  # noqa: E402
-    flagship_options,
-    iteration_times,
-    make_imagenet_folder,
-    save_teacher,
-)
+from mmlvit.benchmark.flagship_run import run_flagship  # noqa: E402
 from mmlvit.benchmark.options import cuda_unavailable_reason  # noqa: E402
 from mmlvit.benchmark.parts import (  # noqa: E402
     child_env,
@@ -95,7 +90,6 @@ from mmlvit.benchmark.report_files import (  # noqa: E402
     write_report,
 )
 
-FLAGSHIP = 'configs/lvit/vit-b_gla_copy-distill_in1k.py'
 BUDGETS = dict(
     tests=130, attention=60, model=110, profile=40, distill=30, flagship=90
 )
@@ -199,46 +193,6 @@ def xdist_options():
     return ['-n', str(workers)]
 
 
-def flagship_command(work, data_root, teacher):
-    command = [
-        sys.executable,
-        osp.join('tools', 'train.py'),
-        FLAGSHIP,
-        '--amp',
-    ]
-    command += ['--work-dir', osp.join(work, 'work_dir'), '--cfg-options']
-    return command + flagship_options(data_root, teacher)
-
-
-def run_flagship(work, budget):
-    """Prepare the data and the teacher, then train (all in the budget)."""
-    from mmengine.config import Config
-
-    start = time.monotonic()
-    data_root = make_imagenet_folder(osp.join(work, 'data', 'imagenet'))
-    teacher = save_teacher(
-        Config.fromfile(osp.join(REPO_ROOT, FLAGSHIP)),
-        osp.join(work, 'data', 'teacher.pth'),
-    )
-    prepared = time.monotonic() - start
-    command = flagship_command(work, data_root, teacher)
-    # A Triton cache of its own: the first iteration is timed cold, as on
-    # a fresh machine, although earlier parts compiled the same kernels.
-    env = child_env(REPO_ROOT)
-    env['TRITON_CACHE_DIR'] = osp.join(work, 'triton_cache')
-    log = osp.join(work, 'log.txt')
-    result = run_part(command, budget - prepared, log, env, REPO_ROOT)
-    result['command'] = command
-    first, times = iteration_times(result['lines'])
-    result['flagship'] = dict(
-        prepare_s=prepared,
-        first_iteration_line_s=first,
-        iteration_times_s=times,
-    )
-    result['wall_s'] += prepared
-    return result
-
-
 def unfinished(work, budget, started, state='running'):
     """The result of a part that has not ended: ``state``, its time so
     far and the tail of its log (``work/log.txt``)."""
@@ -261,7 +215,8 @@ def run(part, work, budget):
     start = time.monotonic()
     try:
         if part == 'flagship':
-            result, table_path = run_flagship(work, budget), None
+            result = run_flagship(work, budget, REPO_ROOT)
+            table_path = None
         else:
             command, table_path = part_command(part, work, budget)
             log = osp.join(work, 'log.txt')
