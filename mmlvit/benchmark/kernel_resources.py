@@ -22,7 +22,9 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
+from unittest import mock
 
 # A multiprocessor of each architecture: 64 K 32-bit registers, given to a
 # warp in units of 256 (8 per thread); at most ``warps`` resident warps;
@@ -194,7 +196,9 @@ def kernel_resources(case, arch=90, loops=False):
     """Compile ``case`` for sm_``arch`` and read what it uses.
 
     Returns:
-        dict: ``registers`` per thread, ``spill_bytes`` (stack per thread),
+        dict: ``compile_s``, the seconds Triton took to compile it from an
+        empty cache (this machine's CPU), ``registers`` per thread,
+        ``spill_bytes`` (stack per thread),
         ``shared_bytes`` per program (static and dynamic),
         ``resident_warps`` per multiprocessor; with ``loops``, also the
         kernel's ``instructions``, their :func:`opcode_counts`
@@ -211,12 +215,18 @@ def kernel_resources(case, arch=90, loops=False):
         constexprs=case.constants(),
         attrs=case.attributes(),
     )
-    compiled = triton.compile(
-        source,
-        target=GPUTarget('cuda', arch, 32),
-        options=dict(num_warps=case.num_warps, **case.options),
-    )
     with tempfile.TemporaryDirectory() as tmp:
+        # An empty cache of its own: the compile is timed cold, as a
+        # first launch on a fresh machine runs it.
+        cache = dict(TRITON_CACHE_DIR=os.path.join(tmp, 'cache'))
+        with mock.patch.dict(os.environ, cache):
+            start = time.perf_counter()
+            compiled = triton.compile(
+                source,
+                target=GPUTarget('cuda', arch, 32),
+                options=dict(num_warps=case.num_warps, **case.options),
+            )
+            compile_s = time.perf_counter() - start
         path = os.path.join(tmp, 'kernel.cubin')
         with open(path, 'wb') as f:
             f.write(compiled.asm['cubin'])
@@ -225,6 +235,7 @@ def kernel_resources(case, arch=90, loops=False):
     registers, stack, shared = parse_usage(usage)
     shared += compiled.metadata.shared
     used = dict(
+        compile_s=compile_s,
         registers=registers,
         spill_bytes=stack,
         shared_bytes=shared,

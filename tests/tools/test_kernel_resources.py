@@ -2,6 +2,7 @@
 without a GPU, their registers, spills and resident warps."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -87,6 +88,37 @@ def test_cases_are_specialised_as_a_launch_would_be():
     assert {'x_ptr', 'y_ptr', 'sxb', 'sxy', 'syx', 'C'} <= specialised
     assert not specialised & {'grid_h', 'grid_w', 'N', 'sxc', 'KS'}
     assert case.attributes()[(index['x_ptr'],)] == [['tt.divisibility', 16]]
+
+
+def test_each_compile_is_timed_from_an_empty_cache(monkeypatch, tmp_path):
+    """Every compile runs with a Triton cache of its own, empty when it
+    starts (a first launch's compile, though the same kernel compiled
+    before), and the caller's cache setting is back afterwards."""
+    import triton
+
+    from mmlvit.ops.depthwise_conv import kernels
+
+    monkeypatch.setenv('TRITON_CACHE_DIR', str(tmp_path / 'mine'))
+    compile_, seen = triton.compile, []
+
+    def recording(*args, **kwargs):
+        cache = triton.knobs.cache.dir
+        seen.append((cache, os.path.isdir(cache) and os.listdir(cache)))
+        return compile_(*args, **kwargs)
+
+    monkeypatch.setattr(triton, 'compile', recording)
+    case = KernelCase(
+        'conv', kernels.conv_kernel, {f'{n}_ptr': 'bf16' for n in 'xywb'},
+        dict(PER_IMAGE=False, HAS_BIAS=False, FLIP=False, KS=3, BLOCK_N=32,
+             BLOCK_C=64),
+        8, ones=('sxc', 'syc'),
+    )  # fmt: skip
+    used = [kernel_resources(case)['compile_s'] for _ in range(2)]
+    assert all(seconds > 0 for seconds in used)
+    assert seen[0][0] != seen[1][0]
+    for cache, entries in seen:
+        assert cache != str(tmp_path / 'mine') and not entries
+    assert os.environ['TRITON_CACHE_DIR'] == str(tmp_path / 'mine')
 
 
 def test_every_kernel_moves_its_tokens_in_vectors(load_tool):
@@ -367,7 +399,8 @@ def test_tool_compiles_the_depthwise_kernels(load_tool, tmp_path):
     assert json.loads((tmp_path / 'results.json').read_text()) == results
     table = (tmp_path / 'table.md').read_text()
     assert 'resident warps' in table and 'fp16' in table
-    assert 'resident programs' in table
+    assert 'resident programs' in table and 'compile s' in table
+    assert all(row['compile_s'] > 0 for row in results)
     assert [r['shipped'] for r in results] == [
         r['num_warps'] == shipped for r in results
     ]
