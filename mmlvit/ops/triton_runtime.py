@@ -52,15 +52,32 @@ def triton_importable() -> bool:
     return True
 
 
-def outside_graphs(fn: Callable) -> Callable:
-    """``fn``, a fused kernels' entry point, run as in eager mode where
-    ``torch.compile`` traces a model: TorchDynamo breaks its graph around
-    the call instead of tracing into Triton's launch code (which it cannot
-    do under Triton's interpreter, and which holds nothing for its graph),
-    and autograd records the kernels' Functions as in eager mode. The
-    compiled graphs hold everything else (with ``fullgraph=True`` Dynamo
-    refuses the break: compile with ``backend='torch'`` for one graph)."""
-    return torch.compiler.disable(fn)
+def fused_entry(fn: Callable) -> Callable:
+    """``fn``, an entry point of fused kernels, taking tensors:
+
+    - on the device of its first tensor argument: Triton launches a kernel
+      on the current CUDA device, not on its tensors', so a model on
+      ``cuda:1`` in a process whose current device is 0 would launch there
+      (the backward needs nothing: autograd runs it with the device of its
+      tensors current);
+    - as in eager mode where ``torch.compile`` traces a model: TorchDynamo
+      breaks its graph around the call instead of tracing into Triton's
+      launch code (which it cannot do under Triton's interpreter, and which
+      holds nothing for its graph), and autograd records the kernels'
+      Functions as in eager mode. The compiled graphs hold everything else
+      (with ``fullgraph=True`` Dynamo refuses the break: compile with
+      ``backend='torch'`` for one graph).
+    """
+
+    @functools.wraps(fn)
+    def on_tensors_device(*args, **kwargs):
+        tensor = next(a for a in args if isinstance(a, torch.Tensor))
+        if tensor.device.type != 'cuda':
+            return fn(*args, **kwargs)
+        with torch.cuda.device(tensor.device):
+            return fn(*args, **kwargs)
+
+    return torch.compiler.disable(on_tensors_device)
 
 
 def num_stages(programs: int) -> int:

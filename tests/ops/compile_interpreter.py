@@ -1,7 +1,7 @@
 """A LinearVisionTransformer on the fused kernels under ``torch.compile``,
 on CPU tensors under Triton's interpreter.
 
-Run as a script (test_compile_fused.py does, in a fresh process:
+Run as a script (test_fused_entry.py does, in a fresh process:
 TRITON_INTERPRET must be set before triton is imported). For every linear
 operator, a tiny backbone (C = 32, 2 heads, one layer, 32 px, patch 8: 17
 tokens with the class token) with ``backend='triton'`` runs one training
@@ -70,7 +70,7 @@ def check(operator):
         out_scale=ref.abs().max().item(),
         grads={n: (got[n] - g).abs().max().item() for n, g in want.items()},
         grad_scales={n: g.abs().max().item() for n, g in want.items()},
-        outside_graphs=sorted(m[1] for m, _ in breaks if m),
+        fused_entry=sorted(m[1] for m, _ in breaks if m),
         other_breaks=[reason for m, reason in breaks if not m],
     )
 

@@ -6,7 +6,7 @@ import triton
 from torch import Tensor
 
 from ..fused_linear.function import token_splits
-from ..triton_runtime import outside_graphs
+from ..triton_runtime import fused_entry
 from . import kernels
 
 # A program holds fp32 tiles of BLOCK_N tokens x 64 channels and their
@@ -133,7 +133,7 @@ class DepthwiseConv(torch.autograd.Function):
         return dx, dw, db
 
 
-@outside_graphs
+@fused_entry
 def fused_depthwise_conv(
     x: Tensor, weight: Tensor, bias: Tensor | None = None
 ) -> Tensor:

@@ -24,9 +24,9 @@ from ..heads import qkv_gradients
 from ..recompute import OutputsOfStates
 from ..triton_runtime import (
     MANY_PROGRAMS,
+    fused_entry,
     interpreting,
     num_stages,
-    outside_graphs,
 )
 from . import kernels
 
@@ -347,7 +347,7 @@ class OneLaunchOutputs(OutputsOfStates):
         return launch.attention(q, k, v)
 
 
-@outside_graphs
+@fused_entry
 def fused_linear_attention(
     q: Tensor,
     k: Tensor,
@@ -389,7 +389,7 @@ def fused_linear_attention(
     return outputs.apply(q, launch, states, k, v)
 
 
-@outside_graphs
+@fused_entry
 def fused_mhla_attention(
     q: Tensor,
     k: Tensor,

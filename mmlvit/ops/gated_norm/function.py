@@ -6,7 +6,7 @@ import triton
 from torch import Tensor
 
 from ..fused_linear.function import _strides, _unit_last_stride, _width
-from ..triton_runtime import outside_graphs
+from ..triton_runtime import fused_entry
 from . import kernels
 
 # A program takes 64 tokens of one head. The kernels are bound by memory:
@@ -87,7 +87,7 @@ class GatedRMSNorm(torch.autograd.Function):
         return do, d_gate, dw.to(ctx.weight_dtype), None
 
 
-@outside_graphs
+@fused_entry
 def fused_gated_rms_norm(
     o: Tensor, gate: Tensor, weight: Tensor, eps: float
 ) -> Tensor:

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ..fused_linear import use_fused
 from ..precision import fp32_scope
-from ..triton_runtime import compute_capability, outside_graphs
+from ..triton_runtime import compute_capability, fused_entry
 
 # 64 tokens of one head a program, 8 warps (the gradient on sm_90: 4, see
 # GRAD_WARPS_SM90), as the gated norm's kernels.
@@ -152,7 +152,7 @@ def log_gates(
     return gates if chunk is None else within_chunks(*gates, chunk)
 
 
-@outside_graphs
+@fused_entry
 def fused_log_gates(
     x, down_weight, up_weight, up_bias, num_heads, temperature, cumulative
 ):  # fmt: skip

@@ -41,9 +41,9 @@ from ..heads import qkv_gradients
 from ..recompute import leaf_grads, rerun_with_grad
 from ..triton_runtime import (
     compute_capability,
+    fused_entry,
     interpreting,
     num_stages,
-    outside_graphs,
     shared_memory_reason,
 )
 from .arguments import check_shapes
@@ -324,7 +324,7 @@ class BidirectionalGLATriton(torch.autograd.Function):
         return dq, dk, dv, None, None, *d_inputs
 
 
-@outside_graphs
+@fused_entry
 def bidirectional_triton_gated(
     q: Tensor,
     k: Tensor,

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..depthwise_conv.function import GridLaunch
 from ..recompute import OutputsOfStates
-from ..triton_runtime import outside_graphs
+from ..triton_runtime import fused_entry
 from .reference import normalised
 
 
@@ -55,7 +55,7 @@ class ConvSums(torch.autograd.Function):
         return launch.conv(v, dr, flip=True), launch.conv(k, dr), None
 
 
-@outside_graphs
+@fused_entry
 def fused_ttt_dwconv(
     q: Tensor, k: Tensor, v: Tensor, w3: Tensor, scale: float
 ) -> Tensor:

@@ -26,7 +26,7 @@ from ..fused_linear.function import (
     _width,
 )
 from ..recompute import OutputsOfStates
-from ..triton_runtime import compute_capability, num_stages, outside_graphs
+from ..triton_runtime import compute_capability, fused_entry, num_stages
 from . import swiglu_kernels as kernels
 
 # Each program holds up to six fp32 d x d matrices (W1, W2, two sums or
@@ -234,7 +234,7 @@ def step_options(d):
     return dict(BLOCK_D=_width(d), num_warps=4)
 
 
-@outside_graphs
+@fused_entry
 def fused_ttt_swiglu(
     q: Tensor, k: Tensor, v: Tensor, w1: Tensor, w2: Tensor, scale: float
 ) -> Tensor:

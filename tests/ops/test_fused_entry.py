@@ -1,10 +1,17 @@
-"""``torch.compile`` of a model on the fused kernels: their entry points
-run outside Dynamo's graphs (``triton_runtime.outside_graphs``), the rest
-compiles, and a training step equals the eager one. On CPU tensors under
-Triton's interpreter (compile_interpreter.py, in a subprocess)."""
+"""The fused kernels' entry points (``triton_runtime.fused_entry``): they
+launch on their tensors' device, and under ``torch.compile`` they run
+outside Dynamo's graphs while the rest compiles, a training step equal to
+the eager one (on CPU tensors under Triton's interpreter:
+compile_interpreter.py, in a subprocess)."""
+
+import contextlib
 
 import interpreter_run
 import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from mmlvit.ops import triton_runtime
 
 # The functions each operator's fused path enters, which Dynamo calls
 # eagerly.
@@ -25,12 +32,41 @@ compiled = interpreter_run.report_fixture(
 )
 
 
+def test_entry_points_run_on_their_tensors_device(monkeypatch):
+    """Triton launches on the current CUDA device: an entry point makes
+    its first tensor's device current for the call (a fake tensor on
+    cuda:1 here), and leaves CPU tensors (the interpreter's) alone."""
+    seen = []
+
+    @contextlib.contextmanager
+    def device(d):
+        seen.append(('current', d))
+        yield
+        seen.append(('restored', d))
+
+    monkeypatch.setattr(torch.cuda, 'device', device)
+
+    @triton_runtime.fused_entry
+    def entry(scale, x, y):
+        seen.append(('launch', x.device))
+        return scale
+
+    with FakeTensorMode():
+        x = torch.empty(2, device='cuda:1')
+    cuda1 = torch.device('cuda', 1)
+    assert entry(0.5, x, x) == 0.5
+    assert seen == [('current', cuda1), ('launch', cuda1), ('restored', cuda1)]
+    seen.clear()
+    assert entry(0.5, torch.zeros(2), x) == 0.5
+    assert seen == [('launch', torch.device('cpu'))]
+
+
 def test_every_linear_operator_is_checked(compiled):
     assert set(compiled) == set(ENTRY_POINTS)
 
 
 @pytest.mark.parametrize('operator', sorted(ENTRY_POINTS))
-def test_compiled_step_equals_eager_with_kernels_outside_graphs(
+def test_compiled_step_equals_eager_with_kernels_fused_entry(
     compiled, operator
 ):
     """Output and every parameter gradient of the compiled model within
@@ -38,7 +74,7 @@ def test_compiled_step_equals_eager_with_kernels_outside_graphs(
     products and sums round in another order); Dynamo's only graph breaks
     are the fused entry points."""
     report = compiled[operator]
-    assert report['outside_graphs'] == ENTRY_POINTS[operator], report
+    assert report['fused_entry'] == ENTRY_POINTS[operator], report
     assert report['other_breaks'] == [], report
     interpreter_run.assert_close(report, rtol=1e-5)
 
