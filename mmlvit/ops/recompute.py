@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
 from .tracing import exporting
@@ -98,6 +99,7 @@ class OutputsOfStates(torch.autograd.Function):
         return o
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, do):
         q, *inputs = ctx.saved_tensors
         needs_grad = ctx.needs_input_grad[3:]

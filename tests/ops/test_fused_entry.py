@@ -1,8 +1,9 @@
 """The fused kernels' entry points (``triton_runtime.fused_entry``): they
 launch on their tensors' device, and under ``torch.compile`` they run
 outside Dynamo's graphs while the rest compiles, a training step equal to
-the eager one (on CPU tensors under Triton's interpreter:
-compile_interpreter.py, in a subprocess)."""
+the eager one; their backward is first-order only, and says so (on CPU
+tensors under Triton's interpreter: fused_model_interpreter.py, in a
+subprocess)."""
 
 import contextlib
 
@@ -27,8 +28,8 @@ ENTRY_POINTS = {
     ],
 }
 
-compiled = interpreter_run.report_fixture(
-    'compile_interpreter.py', timeout=600
+reports = interpreter_run.report_fixture(
+    'fused_model_interpreter.py', timeout=600
 )
 
 
@@ -61,22 +62,32 @@ def test_entry_points_run_on_their_tensors_device(monkeypatch):
     assert seen == [('launch', torch.device('cpu'))]
 
 
-def test_every_linear_operator_is_checked(compiled):
-    assert set(compiled) == set(ENTRY_POINTS)
+def test_every_linear_operator_is_checked(reports):
+    assert set(reports) == set(ENTRY_POINTS)
 
 
 @pytest.mark.parametrize('operator', sorted(ENTRY_POINTS))
-def test_compiled_step_equals_eager_with_kernels_fused_entry(
-    compiled, operator
+def test_compiled_step_equals_eager_with_kernels_outside_graphs(
+    reports, operator
 ):
     """Output and every parameter gradient of the compiled model within
     1e-5 of the largest magnitude of the eager ones (fp32; inductor's
     products and sums round in another order); Dynamo's only graph breaks
     are the fused entry points."""
-    report = compiled[operator]
-    assert report['fused_entry'] == ENTRY_POINTS[operator], report
+    report = reports[operator]['compiled']
+    assert report['eager_calls'] == ENTRY_POINTS[operator], report
     assert report['other_breaks'] == [], report
     interpreter_run.assert_close(report, rtol=1e-5)
+
+
+@pytest.mark.parametrize('operator', sorted(ENTRY_POINTS))
+def test_second_derivatives_through_the_kernels_raise(reports, operator):
+    """The kernels' backward is first-order: differentiating a gradient
+    taken through them with ``create_graph=True`` raises (it gave zero
+    second derivatives, silently, before its backward was marked
+    once-differentiable)."""
+    error = reports[operator]['second_backward']
+    assert error is not None and 'once_differentiable' in error
 
 
 @pytest.mark.cuda

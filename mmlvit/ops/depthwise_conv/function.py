@@ -4,6 +4,7 @@ autograd Function."""
 import torch
 import triton
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from ..fused_linear.function import token_splits
 from ..triton_runtime import fused_entry
@@ -119,6 +120,7 @@ class DepthwiseConv(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dy):
         x, weight = ctx.saved_tensors
         launch = ctx.launch

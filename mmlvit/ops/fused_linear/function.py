@@ -19,6 +19,7 @@ recomputed.
 import torch
 import triton
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from ..heads import qkv_gradients
 from ..recompute import OutputsOfStates
@@ -322,6 +323,7 @@ class SegmentStates(torch.autograd.Function):
         return _total(s), _total(z), _total(zv)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, ds, dz, dzv):
         k, v = ctx.saved_tensors
         launch = ctx.launch

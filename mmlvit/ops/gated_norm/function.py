@@ -4,6 +4,7 @@ Function."""
 import torch
 import triton
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from ..fused_linear.function import _strides, _unit_last_stride, _width
 from ..triton_runtime import fused_entry
@@ -81,6 +82,7 @@ class GatedRMSNorm(torch.autograd.Function):
         return launch.forward(o, gate, fp32_weight, eps)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dy):
         o, gate, weight = ctx.saved_tensors
         do, d_gate, dw = ctx.launch.backward(o, gate, weight, dy, ctx.eps)

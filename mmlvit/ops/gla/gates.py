@@ -10,6 +10,7 @@ import functools
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from ..fused_linear import use_fused
 from ..precision import fp32_scope
@@ -184,6 +185,7 @@ class GateFeatures(torch.autograd.Function):
         return features.view(*x.shape[:-1], R)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, d_features):
         from . import gate_kernels as kernels
 
@@ -268,6 +270,7 @@ class LogGates(torch.autograd.Function):
         return directions(gates, num_heads)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dg_fwd, dg_bwd):
         from . import gate_kernels as kernels
 

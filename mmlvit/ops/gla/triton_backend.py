@@ -36,6 +36,7 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from ..heads import qkv_gradients
 from ..recompute import leaf_grads, rerun_with_grad
@@ -313,6 +314,7 @@ class BidirectionalGLATriton(torch.autograd.Function):
         return forward(q, k, v, c_fwd.float(), c_bwd.float(), scale)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, d_o):
         q, k, v, *gate_inputs = ctx.saved_tensors
         needs_grad = ctx.needs_input_grad[5:]

@@ -14,6 +14,7 @@ W3; the sums and the step are recomputed (one more reduction).
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from ..depthwise_conv.function import GridLaunch
 from ..recompute import OutputsOfStates
@@ -48,6 +49,7 @@ class ConvSums(torch.autograd.Function):
         return launch.weight_grads(k, v)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dr):
         k, v = ctx.saved_tensors
         launch = ctx.launch

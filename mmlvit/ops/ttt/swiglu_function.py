@@ -17,6 +17,7 @@ never leave registers.
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from ..fused_linear.function import (
     Launch,
@@ -177,6 +178,7 @@ class StepSums(torch.autograd.Function):
         return launch.total(r1), launch.total(r2)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dr1, dr2):
         k, v, w1, w2 = ctx.saved_tensors
         launch = ctx.launch
@@ -217,6 +219,7 @@ class ClippedStep(torch.autograd.Function):
         return stepped
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, d_stepped):
         (r,) = ctx.saved_tensors
         B, H, d, _ = r.shape

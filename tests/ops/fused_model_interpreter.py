@@ -1,15 +1,20 @@
-"""A LinearVisionTransformer on the fused kernels under ``torch.compile``,
-on CPU tensors under Triton's interpreter.
+"""A LinearVisionTransformer on the fused kernels under ``torch.compile``
+and under a second backward, on CPU tensors under Triton's interpreter.
 
 Run as a script (test_fused_entry.py does, in a fresh process:
 TRITON_INTERPRET must be set before triton is imported). For every linear
 operator, a tiny backbone (C = 32, 2 heads, one layer, 32 px, patch 8: 17
-tokens with the class token) with ``backend='triton'`` runs one training
-step eagerly and one through ``torch.compile(model)`` (inductor); prints
-one JSON line with, per operator, the largest difference of the output
-and of every parameter gradient, their largest magnitudes, the functions
-Dynamo broke its graphs at to call them eagerly (the fused kernels' entry
-points) and the reasons of any other graph break.
+tokens with the class token) with ``backend='triton'``:
+
+- ``compiled``: one training step eagerly and one through
+  ``torch.compile(model)`` (inductor): the largest difference of the
+  output and of every parameter gradient, their largest magnitudes, the
+  functions Dynamo broke its graphs at to call them eagerly (the fused
+  kernels' entry points) and the reasons of any other graph break;
+- ``second_backward``: the error that differentiating the input gradient
+  (taken with ``create_graph=True``) raises, or None.
+
+Prints one JSON line.
 """
 
 import json
@@ -44,10 +49,11 @@ def step(run, model, images):
     return out.detach(), grads
 
 
-def check(operator):
+def tiny(operator):
+    """The tiny backbone of ``operator`` on the fused kernels, training."""
     init_default_scope('mmpretrain')
     torch.manual_seed(0)
-    model = MODELS.build(
+    return MODELS.build(
         dict(
             type='LinearVisionTransformer',
             arch=TINY,
@@ -56,6 +62,11 @@ def check(operator):
             attn_cfg=dict(type=operator, backend='triton'),
         )
     ).train()
+
+
+def check(operator):
+    """The ``compiled`` report of ``operator`` (see above)."""
+    model = tiny(operator)
     images = torch.randn(2, 3, 32, 32)
     ref, want = step(model, model, images)
     torch._dynamo.reset()
@@ -70,15 +81,34 @@ def check(operator):
         out_scale=ref.abs().max().item(),
         grads={n: (got[n] - g).abs().max().item() for n, g in want.items()},
         grad_scales={n: g.abs().max().item() for n, g in want.items()},
-        fused_entry=sorted(m[1] for m, _ in breaks if m),
+        eager_calls=sorted(m[1] for m, _ in breaks if m),
         other_breaks=[reason for m, reason in breaks if not m],
     )
+
+
+def second_backward(operator):
+    """The RuntimeError of a backward through an input gradient taken
+    with ``create_graph=True`` (the kernels' backward is first-order
+    only), or None where it ran."""
+    model = tiny(operator)
+    images = torch.randn(2, 3, 32, 32, requires_grad=True)
+    (out,) = model(images)
+    (grad,) = torch.autograd.grad(out.sum(), images, create_graph=True)
+    try:
+        grad.square().sum().backward()
+    except RuntimeError as e:
+        return str(e)
+    return None
 
 
 def main():
     torch.set_num_threads(1)
     operators = sorted(set(registered_operators()) - {'SoftmaxAttention'})
-    print(json.dumps({op: check(op) for op in operators}))
+    report = {
+        op: dict(compiled=check(op), second_backward=second_backward(op))
+        for op in operators
+    }
+    print(json.dumps(report))
 
 
 if __name__ == '__main__':
