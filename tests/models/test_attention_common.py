@@ -9,6 +9,8 @@ package) is checked without editing this file; see
 ``test_operator_registration.py``.
 """
 
+import inspect
+
 import pytest
 import torch
 from mmpretrain.models.utils import MultiheadAttention
@@ -184,6 +186,27 @@ def test_backward_reaches_every_parameter(name):
         assert torch.isfinite(p.grad).all(), pname
         if p.dim() >= 2:
             assert p.grad.abs().sum() > 0, f'{pname} gets a zero gradient'
+
+
+@pytest.mark.parametrize('name', OPERATORS)
+def test_empty_batch_gives_empty_output_and_gradients(name):
+    """A batch of no images: (0, N, C) out, as softmax attention gives,
+    and a backward that reaches every parameter (zero gradients). Where
+    the operator takes a ``backend``, also with ``'triton'``: an empty
+    batch launches no kernel (so not even on the CPU does it ask for
+    CUDA)."""
+    backends = [{}]
+    if 'backend' in inspect.signature(REGISTERED[name]).parameters:
+        backends.append(dict(backend='triton'))
+    for kwargs in backends:
+        m = build(name, **kwargs)
+        x = tokens(name, B=0).requires_grad_()
+        out = m(x, HW)
+        assert out.shape == x.shape, kwargs
+        out.sum().backward()
+        assert x.grad.shape == x.shape, kwargs
+        for pname, p in m.named_parameters():
+            assert p.grad is not None and not p.grad.any(), (pname, kwargs)
 
 
 @pytest.mark.parametrize('name', OPERATORS)

@@ -110,7 +110,8 @@ class BaseAttention(BaseModule):
         """
         B, N, _ = qkv.shape
         C = self.embed_dims
-        heads = qkv[..., : 3 * C].reshape(B, N, 3, self.num_heads, -1)
+        shape = (B, N, 3, self.num_heads, self.head_dims)
+        heads = qkv[..., : 3 * C].reshape(shape)
         return split_qkv(heads)
 
     def merge_heads(self, x: Tensor) -> Tensor:

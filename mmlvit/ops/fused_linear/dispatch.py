@@ -42,12 +42,15 @@ def use_fused(
     reference is plain, traceable PyTorch). ``'triton'``: always, and a
     RuntimeError names what is missing when it cannot (CPU tensors outside
     Triton's interpreter, fp64, wider heads, no Triton, a GPU short of
-    shared memory for the dtype). ``needs_shared_memory=False``
-    leaves out the shared-memory check, for kernels that need a few KB
-    (the depthwise convolutions).
+    shared memory for the dtype). Neither for an empty first tensor (an
+    empty batch: no kernel to launch; the PyTorch path gives the empty
+    result). ``needs_shared_memory=False`` leaves out the shared-memory
+    check, for kernels that need a few KB (the depthwise convolutions).
     """
     check_backend(backend)
     if backend == 'torch' or (backend == 'auto' and exporting()):
+        return False
+    if tensors[0].numel() == 0:  # an empty batch: nothing to launch
         return False
     device = tensors[0].device
     dtype_ok = all(t.dtype in FUSED_DTYPES for t in tensors)

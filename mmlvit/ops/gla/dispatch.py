@@ -55,6 +55,17 @@ def resolve_backend(
     return backend
 
 
+def _backend(backend: str, q: Tensor, v: Tensor) -> str:
+    """:func:`resolve_backend` for q, v; 'traceable' for an empty batch
+    (no kernel to launch, no chunk to scan: the plain-op form gives the
+    empty result)."""
+    if q.numel() == 0:
+        check_backend(backend)
+        return 'traceable'
+    supported = unsupported_reason(q, v) is None
+    return resolve_backend(backend, q.device, supported)
+
+
 def bidirectional_gla(
     q: Tensor,
     k: Tensor,
@@ -97,10 +108,9 @@ def bidirectional_gla(
     """
     check_shapes(q, k, v, g_fwd, g_bwd)
     scale = default_scale(q, scale)
-    if exporting():
+    chosen = 'traceable' if exporting() else _backend(backend, q, v)
+    if chosen == 'traceable':
         return bidirectional_gla_traceable(q, k, v, g_fwd, g_bwd, scale)
-    supported = unsupported_reason(q, v) is None
-    chosen = resolve_backend(backend, q.device, supported)
     if chosen == 'triton':
         return bidirectional_triton(q, k, v, g_fwd, g_bwd, scale)
     if chosen == 'fla':
@@ -145,8 +155,7 @@ def bidirectional_gla_gated(
     """
     if exporting():
         return bidirectional_gla(q, k, v, *gates(*gate_inputs), scale=scale)
-    supported = unsupported_reason(q, v) is None
-    if resolve_backend(backend, q.device, supported) == 'triton':
+    if _backend(backend, q, v) == 'triton':
         scale = default_scale(q, scale)
         return bidirectional_triton_gated(q, k, v, scale, gates, *gate_inputs)
     g_fwd, g_bwd = recomputed(gates, *gate_inputs)

@@ -58,10 +58,9 @@ def grad_options(capability: tuple[int, int] | None) -> dict:
 def directions(t: Tensor, num_heads: int) -> tuple[Tensor, Tensor]:
     """(B, N, 2 H d) -> the forward and backward halves as (B, H, N, d)
     views."""
-    B, N, _ = t.shape
-    forward, backward = t.reshape(B, N, 2, num_heads, -1).permute(
-        2, 0, 3, 1, 4
-    )
+    B, N, width = t.shape
+    d = width // (2 * num_heads)
+    forward, backward = t.reshape(B, N, 2, num_heads, d).permute(2, 0, 3, 1, 4)
     return forward, backward
 
 
