@@ -110,6 +110,19 @@ def compute_capability(device: torch.device) -> tuple[int, int] | None:
     return _capability(device) if device.type == 'cuda' else None
 
 
+def platform_reason(device: torch.device) -> str | None:
+    """Why the fused kernels may not run on ``device``, or None: they are
+    written for NVIDIA GPUs (PTX instructions, NVIDIA launch options such
+    as register caps), and a ROCm (HIP) build of PyTorch calls AMD GPUs
+    ``cuda`` devices too."""
+    if device.type == 'cuda' and torch.version.hip is not None:
+        return (
+            'NVIDIA GPUs (the kernels use NVIDIA PTX instructions and launch '
+            f'options); this PyTorch drives {device} through ROCm'
+        )
+    return None
+
+
 def shared_memory_reason(*tensors: torch.Tensor) -> str | None:
     """Why the fused kernels may not launch on the CUDA device of
     ``tensors`` for their dtypes, or None: bf16 tokens need a GPU whose

@@ -128,6 +128,38 @@ def test_auto_needs_the_shared_memory_of_the_dtypes_kernels(monkeypatch):
         dispatch.use_fused('triton', token(torch.bfloat16))
 
 
+def test_rocm_gpus_take_the_pytorch_path(monkeypatch):
+    """A ROCm build of PyTorch calls AMD GPUs ``cuda`` devices: 'auto'
+    takes the PyTorch path there (the kernels use NVIDIA PTX and launch
+    options), 'triton' says why, and GLA's backend choice does the
+    same."""
+    import mmlvit.ops.fused_linear.dispatch as dispatch
+    import mmlvit.ops.gla.dispatch as gla_dispatch
+    import mmlvit.ops.triton_runtime as runtime
+    from mmlvit.ops.gla.triton_backend import unsupported_reason
+
+    token = SimpleNamespace(
+        device=torch.device('cuda'), dtype=torch.bfloat16, shape=(64,)
+    )
+    monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
+    monkeypatch.setattr(
+        runtime, '_shared_memory_per_program', lambda d: 227 * 1024
+    )
+    assert dispatch.use_fused('auto', token)
+    monkeypatch.setattr(torch.version, 'hip', '6.4.0')
+    assert not dispatch.use_fused('auto', token)
+    assert not dispatch.use_fused('auto', token, needs_shared_memory=False)
+    with pytest.raises(RuntimeError, match='NVIDIA GPUs.*ROCm'):
+        dispatch.use_fused('triton', token)
+    reason = unsupported_reason(token, token)
+    assert reason is not None and 'ROCm' in reason
+    monkeypatch.setattr(gla_dispatch, 'triton_importable', lambda: True)
+    supported = reason is None
+    assert gla_dispatch.resolve_backend('auto', token.device, supported) == (
+        'torch'
+    )
+
+
 def _stages(options):
     return options.get('num_stages')
 

@@ -7,6 +7,7 @@ from torch import Tensor
 from ..tracing import exporting
 from ..triton_runtime import (
     interpreting,
+    platform_reason,
     shared_memory_reason,
     triton_importable,
 )
@@ -50,7 +51,7 @@ def use_fused(
     check_backend(backend)
     if backend == 'torch' or (backend == 'auto' and exporting()):
         return False
-    if tensors[0].numel() == 0:  # an empty batch: nothing to launch
+    if 0 in tensors[0].shape:  # an empty batch: nothing to launch
         return False
     device = tensors[0].device
     dtype_ok = all(t.dtype in FUSED_DTYPES for t in tensors)
@@ -59,7 +60,7 @@ def use_fused(
     if backend == 'auto':
         if not (device.type == 'cuda' and dtype_ok and width_ok):
             return False
-        if not triton_importable():
+        if not triton_importable() or platform_reason(device) is not None:
             return False
         return (
             not needs_shared_memory or shared_memory_reason(*tensors) is None
@@ -74,6 +75,12 @@ def use_fused(
             "backend='triton' runs Triton kernels, which need CUDA tensors "
             f'(or TRITON_INTERPRET=1 for the interpreter); got {device}. Use '
             "backend='torch' or 'auto'."
+        )
+    reason = platform_reason(device)
+    if reason is not None:
+        raise RuntimeError(
+            f"backend='triton' runs on {reason}. Use backend='torch' or "
+            "'auto' (which takes the PyTorch path there)."
         )
     if not dtype_ok:
         raise RuntimeError(

@@ -45,6 +45,7 @@ from ..triton_runtime import (
     fused_entry,
     interpreting,
     num_stages,
+    platform_reason,
     shared_memory_reason,
 )
 from .arguments import check_shapes
@@ -95,6 +96,9 @@ WHOLE_WARPS_ELSEWHERE = 8
 
 def unsupported_reason(q, v):
     """Why the kernels cannot take q (B, H, T, d_k) and v, or None."""
+    platform = platform_reason(q.device)
+    if platform is not None:
+        return platform
     d_k, d_v = q.shape[-1], v.shape[-1]
     if max(d_k, d_v) > MAX_HEAD_DIM:
         return f'head widths up to {MAX_HEAD_DIM} (got {d_k}, {d_v})'
