@@ -58,7 +58,9 @@ def test_triton_backend_on_cpu_or_fp64_raises_clearly(monkeypatch):
         inline_attention(q, k, v, backend='triton')
 
 
-def test_auto_gives_way_to_the_reference_while_exporting(monkeypatch):
+def test_fused_kernels_give_way_to_the_reference_while_exporting(
+    monkeypatch,
+):
     import mmlvit.ops.fused_linear.dispatch as dispatch
     import mmlvit.ops.triton_runtime as runtime
 
@@ -73,6 +75,9 @@ def test_auto_gives_way_to_the_reference_while_exporting(monkeypatch):
     assert dispatch.use_fused('auto', cuda_tensor)
     monkeypatch.setattr(dispatch, 'exporting', lambda: True)
     assert not dispatch.use_fused('auto', cuda_tensor)
+    # As GLA's backends do, 'triton' gives way too: an exported graph
+    # holds the reference's ops, the same function.
+    assert not dispatch.use_fused('triton', cuda_tensor)
     monkeypatch.setattr(dispatch, 'exporting', lambda: False)
     fp64 = SimpleNamespace(
         device=torch.device('cuda'), dtype=torch.float64, shape=(64,)

@@ -39,17 +39,18 @@ def use_fused(
     ``'torch'``: never. ``'auto'``: on CUDA tensors of a dtype the kernels
     take (fp32/bf16/fp16) and heads of at most :data:`MAX_HEAD_DIMS` when
     Triton imports and the GPU has the shared memory the kernels need for
-    that dtype, except while a model is traced for export (the
-    reference is plain, traceable PyTorch). ``'triton'``: always, and a
+    that dtype. ``'triton'``: always, and a
     RuntimeError names what is missing when it cannot (CPU tensors outside
     Triton's interpreter, fp64, wider heads, no Triton, a GPU short of
-    shared memory for the dtype). Neither for an empty first tensor (an
-    empty batch: no kernel to launch; the PyTorch path gives the empty
-    result). ``needs_shared_memory=False`` leaves out the shared-memory
-    check, for kernels that need a few KB (the depthwise convolutions).
+    shared memory for the dtype). Neither while a model is traced for
+    export (the reference is plain, traceable PyTorch, the same function)
+    nor for an empty first tensor (an empty batch: no kernel to launch;
+    the PyTorch path gives the empty result). ``needs_shared_memory=False``
+    leaves out the shared-memory check, for kernels that need a few KB (the
+    depthwise convolutions).
     """
     check_backend(backend)
-    if backend == 'torch' or (backend == 'auto' and exporting()):
+    if backend == 'torch' or exporting():
         return False
     if 0 in tensors[0].shape:  # an empty batch: nothing to launch
         return False
