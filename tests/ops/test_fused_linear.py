@@ -58,20 +58,32 @@ def test_triton_backend_on_cpu_or_fp64_raises_clearly(monkeypatch):
         inline_attention(q, k, v, backend='triton')
 
 
-def test_fused_kernels_give_way_to_the_reference_while_exporting(
-    monkeypatch,
-):
+def cuda_token(dtype=torch.bfloat16, width=64):
+    """A stand-in for a CUDA tensor of heads of ``width`` channels (no GPU
+    here): what ``use_fused`` reads of its tensors."""
+    cuda = torch.device('cuda')
+    return SimpleNamespace(device=cuda, dtype=dtype, shape=(width,))
+
+
+@pytest.fixture
+def h100_dispatch(monkeypatch):
+    """``fused_linear.dispatch`` as on an H100: Triton imports and a
+    program may have 227 KiB of shared memory (no GPU to ask here)."""
     import mmlvit.ops.fused_linear.dispatch as dispatch
     import mmlvit.ops.triton_runtime as runtime
 
-    cuda_tensor = SimpleNamespace(
-        device=torch.device('cuda'), dtype=torch.bfloat16, shape=(64,)
-    )
     monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
-    # An H100's shared memory a program (no GPU to ask here).
     monkeypatch.setattr(
         runtime, '_shared_memory_per_program', lambda d: 227 * 1024
     )
+    return dispatch
+
+
+def test_fused_kernels_give_way_to_the_reference_while_exporting(
+    monkeypatch, h100_dispatch
+):
+    dispatch = h100_dispatch
+    cuda_tensor = cuda_token()
     assert dispatch.use_fused('auto', cuda_tensor)
     monkeypatch.setattr(dispatch, 'exporting', lambda: True)
     assert not dispatch.use_fused('auto', cuda_tensor)
@@ -79,13 +91,8 @@ def test_fused_kernels_give_way_to_the_reference_while_exporting(
     # holds the reference's ops, the same function.
     assert not dispatch.use_fused('triton', cuda_tensor)
     monkeypatch.setattr(dispatch, 'exporting', lambda: False)
-    fp64 = SimpleNamespace(
-        device=torch.device('cuda'), dtype=torch.float64, shape=(64,)
-    )
-    assert not dispatch.use_fused('auto', fp64)
-    wide = SimpleNamespace(
-        device=torch.device('cuda'), dtype=torch.bfloat16, shape=(80,)
-    )
+    assert not dispatch.use_fused('auto', cuda_token(torch.float64))
+    wide = cuda_token(width=80)
     assert not dispatch.use_fused('auto', wide)
     with pytest.raises(RuntimeError, match='heads of at most 64'):
         dispatch.use_fused('triton', wide)
@@ -98,57 +105,45 @@ def test_auto_needs_the_shared_memory_of_the_dtypes_kernels(monkeypatch):
     import mmlvit.ops.fused_linear.dispatch as dispatch
     import mmlvit.ops.triton_runtime as runtime
 
-    def token(dtype):
-        cuda = torch.device('cuda')
-        return SimpleNamespace(device=cuda, dtype=dtype, shape=(64,))
-
     monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
     monkeypatch.setattr(
         runtime, '_shared_memory_per_program', lambda d: 99 * 1024
     )
-    assert dispatch.use_fused('auto', token(torch.bfloat16))
+    assert dispatch.use_fused('auto', cuda_token(torch.bfloat16))
     for dtype in (torch.float16, torch.float32):
-        assert not dispatch.use_fused('auto', token(dtype))
+        assert not dispatch.use_fused('auto', cuda_token(dtype))
         with pytest.raises(RuntimeError, match='99 KiB.*bf16 autocast'):
-            dispatch.use_fused('triton', token(dtype))
+            dispatch.use_fused('triton', cuda_token(dtype))
     # One fp32 tensor among bf16 ones is enough to need the room.
     assert not dispatch.use_fused(
-        'auto', token(torch.bfloat16), token(torch.float32)
+        'auto', cuda_token(torch.bfloat16), cuda_token(torch.float32)
     )
     # Kernels that need a few KB (the depthwise convolutions) run anyway.
-    fp16 = token(torch.float16)
+    fp16 = cuda_token(torch.float16)
     assert dispatch.use_fused('auto', fp16, needs_shared_memory=False)
     assert dispatch.use_fused('triton', fp16, needs_shared_memory=False)
     monkeypatch.setattr(
         runtime, '_shared_memory_per_program', lambda d: 163 * 1024
     )
-    assert dispatch.use_fused('auto', token(torch.float16))
-    assert dispatch.use_fused('triton', token(torch.float32))
+    assert dispatch.use_fused('auto', cuda_token(torch.float16))
+    assert dispatch.use_fused('triton', cuda_token(torch.float32))
     # Under 99 KiB (a T4's 64) not even bf16 fits.
     monkeypatch.setattr(
         runtime, '_shared_memory_per_program', lambda d: 64 * 1024
     )
-    assert not dispatch.use_fused('auto', token(torch.bfloat16))
+    assert not dispatch.use_fused('auto', cuda_token(torch.bfloat16))
     with pytest.raises(RuntimeError, match='at least 99 KiB.*cuda: 64 KiB'):
-        dispatch.use_fused('triton', token(torch.bfloat16))
+        dispatch.use_fused('triton', cuda_token(torch.bfloat16))
 
 
-def test_rocm_gpus_take_the_pytorch_path(monkeypatch):
+def test_rocm_gpus_take_the_pytorch_path(monkeypatch, h100_dispatch):
     """A ROCm build of PyTorch calls AMD GPUs ``cuda`` devices: 'auto'
     takes the PyTorch path there (the kernels use NVIDIA PTX and launch
     options), 'triton' says why, and GLA's backend choice does the
     same."""
-    import mmlvit.ops.fused_linear.dispatch as dispatch
-    import mmlvit.ops.triton_runtime as runtime
     from mmlvit.ops.gla.triton_backend import unsupported_reason
 
-    token = SimpleNamespace(
-        device=torch.device('cuda'), dtype=torch.bfloat16, shape=(64,)
-    )
-    monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
-    monkeypatch.setattr(
-        runtime, '_shared_memory_per_program', lambda d: 227 * 1024
-    )
+    dispatch, token = h100_dispatch, cuda_token()
     assert dispatch.use_fused('auto', token)
     monkeypatch.setattr(torch.version, 'hip', '6.4.0')
     assert not dispatch.use_fused('auto', token)

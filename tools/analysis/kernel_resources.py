@@ -278,9 +278,9 @@ def gla_cases(dtype, name, d, arch=90):
     cases += [
         KernelCase(
             f'gla.{kind}', getattr(gate_kernels, kind), feature_pointers,
-            *_split_warps(gates.feature_constants(rank, grad=grad)),
+            *_split_warps(gates.feature_constants(rank, grad=backward)),
         )
-        for kind, grad in (
+        for kind, backward in (
             ('gate_features_kernel', False),
             ('gate_features_grad_kernel', True),
         )
