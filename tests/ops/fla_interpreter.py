@@ -11,6 +11,9 @@ dtypes seen.
 - ``bidirectional``: the fla path of ``bidirectional_gla``
   (``mmlvit.ops.gla.fla_backend.bidirectional_fla``) against the PyTorch
   path, output and gradients, in fp32 and from bf16/fp16 inputs.
+- ``compiled``: a function around the fla path through ``torch.compile``
+  (inductor) against the same function in eager mode, output and
+  gradients, and the reasons of Dynamo's graph breaks.
 """
 
 import ast
@@ -18,6 +21,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 if 'triton' in sys.modules:
     raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
@@ -127,6 +131,29 @@ def check_bidirectional(T, dtype):
     return dict(report, kernel_dtypes=seen)
 
 
+def check_compiled(T):
+    """The fla path inside a function compiled by ``torch.compile``
+    against the same function run eagerly, and Dynamo's graph breaks."""
+
+    def around(q, k, v, g_fwd, g_bwd):
+        out = fla_backend.bidirectional_fla(q * 2, k, v, g_fwd, g_bwd, 0.4)
+        return out.tanh() + v
+
+    tensors = inputs(B=1, H=2, T=T, d=16, dtype=torch.float32, seed=T, gate=2)
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        report = compare(
+            torch.compile(around), around, tensors, 'q k v g_fwd g_bwd'.split()
+        )
+    breaks = torch._dynamo.utils.counters['graph_break']
+    dynamo_warnings = [
+        str(w.message) for w in caught if 'Dynamo' in str(w.message)
+    ]
+    return dict(report, breaks=sorted(breaks), dynamo_warnings=dynamo_warnings)
+
+
 def main():
     torch.set_num_threads(1)
     results, seconds = {}, {}
@@ -136,6 +163,7 @@ def main():
         ('bidirectional fp32 T=50', check_bidirectional, (50, 'fp32')),
         ('bidirectional fp32 T=80', check_bidirectional, (80, 'fp32')),
         ('bidirectional fp16 T=50', check_bidirectional, (50, 'fp16')),
+        ('compiled fp32 T=50', check_compiled, (50,)),
     ]
     for name, check, args in checks:
         start = time.perf_counter()

@@ -115,6 +115,18 @@ def test_fla_path_from_fp16_inputs(interpreted):
     interpreter_run.assert_close(report, rtol=3e-3)
 
 
+def test_fla_path_under_torch_compile(interpreted):
+    """torch.compile calls the fla path eagerly (one graph break, at the
+    entry point: Dynamo neither traces fla's launch code nor warns about
+    its cached import) and the rest of the function compiles: output and
+    every gradient equal the eager function's."""
+    report = interpreted['compiled fp32 T=50']
+    assert len(report['breaks']) == 1, report['breaks']
+    assert '<function bidirectional_fla' in report['breaks'][0]
+    assert report['dynamo_warnings'] == []
+    interpreter_run.assert_close(report, rtol=1e-6)
+
+
 # --------------------------------------------------------- CUDA only
 @pytest.mark.skipif(
     not torch.cuda.is_available(), reason='fla kernels need CUDA'

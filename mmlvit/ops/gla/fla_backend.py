@@ -6,6 +6,8 @@ import functools
 import torch
 from torch import Tensor
 
+from mmlvit.ops.triton_runtime import fused_entry
+
 
 @functools.cache
 def fla_chunk_gla():
@@ -31,6 +33,7 @@ def fla_importable():
     return True
 
 
+@fused_entry
 def bidirectional_fla(
     q: Tensor, k: Tensor, v: Tensor, g_fwd: Tensor, g_bwd: Tensor, scale: float
 ) -> Tensor:
@@ -38,7 +41,9 @@ def bidirectional_fla(
     sequences and the reversed ones stacked along the batch, in fla's
     (B, T, H, d) layout. q, k, v keep their (autocast) dtype; the log-gates
     go in as fp32; no initial state is passed (fla's zero state, kept in
-    fp32 by the kernel). Shapes are not checked here.
+    fp32 by the kernel). Shapes are not checked here. A fused entry point
+    (:func:`~mmlvit.ops.triton_runtime.fused_entry`): ``torch.compile``
+    calls it eagerly.
 
     Args:
         q, k (Tensor): (B, H, T, d_k).
