@@ -57,8 +57,12 @@ demo: setup
 		--epochs 10 --jobs 2 \
 		--out work_dirs/demo/results.csv --work-root work_dirs/demo
 
+# Two pytest-xdist workers of one thread each (the machines here have two
+# cores; TEST_WORKERS=0 runs the suite in one process), a test module's
+# tests on one worker.
+TEST_WORKERS ?= 2
 test: dense
-	$(PY) -m pytest -q tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope tests
 
 lint: setup
 	$(VENV)/bin/ruff check setup.py mmlvit tools tests configs

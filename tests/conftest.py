@@ -80,6 +80,21 @@ def tiny_teacher_checkpoint(tmp_path_factory):
     return str(path)
 
 
+@pytest.fixture(scope='module', autouse=True)
+def default_scope_as_the_session_began():
+    """Every test module starts with mmengine's default scope as it was
+    when the session began. A Runner or ``init_default_scope`` in one
+    module (the dense tests leave 'mmdet') would otherwise decide which
+    registry another module's unscoped builds search, so that module's
+    results would depend on the modules run before it in its process."""
+    from mmengine.registry import DefaultScope
+
+    instances = DefaultScope._instance_dict.copy()
+    yield
+    DefaultScope._instance_dict.clear()
+    DefaultScope._instance_dict.update(instances)
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``cuda`` are skipped on machines without a CUDA GPU."""
     if torch.cuda.is_available():

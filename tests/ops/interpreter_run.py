@@ -2,12 +2,14 @@
 process, on CPU only (TRITON_INTERPRET is read when triton imports).
 
 A test module starts it when it is collected, so that its single-threaded
-work overlaps the rest of the suite; it is killed at exit if no test read
-it. Its report is the JSON of its last line of output.
+work overlaps the rest of the suite (under pytest-xdist, when a worker
+first needs it); it is killed at exit if no test read it. Its report is
+the JSON of its last line of output.
 """
 
 import atexit
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,13 +43,16 @@ def report(process, timeout):
 
 def report_fixture(script, timeout, entry=None):
     """A module-scoped fixture giving the report of ``script`` (or its
-    ``entry``); the script starts now, as the test module defining the
-    fixture is collected."""
-    process = start(script)
+    ``entry``). In one pytest process the script starts now, as the test
+    module defining the fixture is collected. Under pytest-xdist every
+    worker collects every module, so there it starts when the fixture is
+    first used (``make test`` keeps a module's tests on one worker:
+    ``--dist loadscope``)."""
+    process = None if os.environ.get('PYTEST_XDIST_WORKER') else start(script)
 
     @pytest.fixture(scope='module')
     def fixture():
-        finished = report(process, timeout)
+        finished = report(process or start(script), timeout)
         return finished if entry is None else finished[entry]
 
     return fixture
