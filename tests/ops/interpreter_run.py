@@ -41,18 +41,32 @@ def report(process, timeout):
     return json.loads(stdout.strip().splitlines()[-1])
 
 
+def starter(script):
+    """A function giving the process of ``script``, started once. In one
+    pytest process the script starts now (as the test module calling this
+    is collected). Under pytest-xdist every worker collects every module,
+    also the modules its tests deselect, so there it starts at the first
+    call (``make test`` keeps a module's tests on one worker: ``--dist
+    loadscope``)."""
+    process = None if os.environ.get('PYTEST_XDIST_WORKER') else start(script)
+
+    def started():
+        nonlocal process
+        if process is None:
+            process = start(script)
+        return process
+
+    return started
+
+
 def report_fixture(script, timeout, entry=None):
     """A module-scoped fixture giving the report of ``script`` (or its
-    ``entry``). In one pytest process the script starts now, as the test
-    module defining the fixture is collected. Under pytest-xdist every
-    worker collects every module, so there it starts when the fixture is
-    first used (``make test`` keeps a module's tests on one worker:
-    ``--dist loadscope``)."""
-    process = None if os.environ.get('PYTEST_XDIST_WORKER') else start(script)
+    ``entry``), started by :func:`starter`."""
+    process = starter(script)
 
     @pytest.fixture(scope='module')
     def fixture():
-        finished = report(process or start(script), timeout)
+        finished = report(process(), timeout)
         return finished if entry is None else finished[entry]
 
     return fixture
