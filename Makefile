@@ -43,7 +43,7 @@ $(DATA): $(FMNIST) | $(STAMP)
 	$(PY) tools/data/prepare_fashion_mnist.py
 
 # Dense Fashion-MNIST (docs/dense_data.md): seconds, from the extracted set.
-$(DENSE_DATA): $(DATA) $(wildcard mmlvit/reproduction/data/*.py)
+$(DENSE_DATA): $(DATA) $(wildcard lab/reproduction/data/*.py)
 	$(PY) tools/data/prepare_dense_fashion_mnist.py
 
 # The flagship recipe at tiny scale on the Fashion-MNIST target (5k train
@@ -65,5 +65,5 @@ test: dense
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope tests
 
 lint: setup
-	$(VENV)/bin/ruff check setup.py mmlvit tools tests configs
-	$(VENV)/bin/ruff format --check setup.py mmlvit tools tests
+	$(VENV)/bin/ruff check setup.py mmlvit lab tools tests configs
+	$(VENV)/bin/ruff format --check setup.py mmlvit lab tools tests

@@ -69,7 +69,9 @@ if __name__ == '__main__':
         long_description=open(osp.join(ROOT, 'README.md')).read(),
         long_description_content_type='text/markdown',
         license='Apache License 2.0',
-        packages=find_packages(exclude=('configs', 'tools', 'tests')),
+        packages=find_packages(
+            exclude=('configs', 'tools', 'tests', 'lab', 'lab.*')
+        ),
         include_package_data=True,
         python_requires='>=3.10',
         install_requires=parse_requirements('requirements/runtime.txt'),

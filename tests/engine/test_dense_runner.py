@@ -17,10 +17,10 @@ from mmengine.runner import Runner
 pytest.importorskip('mmseg')
 pytest.importorskip('mmdet')
 
-from mmlvit.checkpoint import load_checkpoint_file  # noqa: E402
-from mmlvit.reproduction.data import (  # noqa: E402
+from lab.reproduction.data import (  # noqa: E402
     make_dense_fashion_mnist,
 )
+from mmlvit.checkpoint import load_checkpoint_file  # noqa: E402
 
 SEG = 'configs/dense_fashion_mnist/upernet_vit-tiny-p4_gla_mlpcopy-distill_dense-fmnist.py'  # noqa: E501
 DET = 'configs/dense_fashion_mnist/mask-rcnn_vit-tiny-p4_gla_mlpcopy-distill_dense-fmnist.py'  # noqa: E501

@@ -9,7 +9,7 @@ import torch
 triton = pytest.importorskip('triton')
 tl = pytest.importorskip('triton.language')
 
-from mmlvit.benchmark.kernel_resources import (  # noqa: E402
+from lab.benchmarks.kernel_resources import (  # noqa: E402
     KernelCase,
     kernel_resources,
 )

@@ -30,7 +30,7 @@ def test_peak_memory_sees_a_known_allocation():
     # process may serve the block from memory it already holds).
     script = (
         'import torch\n'
-        'from mmlvit.utils import peak_resident_growth_mib\n'
+        'from lab.benchmarks import peak_resident_growth_mib\n'
         'step = lambda: torch.ones(16 * 2**20).sum()\n'
         'print(peak_resident_growth_mib(step))\n'
     )
@@ -38,6 +38,7 @@ def test_peak_memory_sees_a_known_allocation():
     out = subprocess.run(
         [sys.executable, '-c', script],
         env=env,
+        cwd=REPO,
         capture_output=True,
         text=True,
         check=True,

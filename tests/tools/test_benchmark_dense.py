@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mmlvit.benchmark import count_flops
+from lab.benchmarks import count_flops
 from mmlvit.models.attentions import SoftmaxAttention
 
 pytest.importorskip('mmseg')

@@ -3,7 +3,7 @@ are built, measured and tabled next to the softmax reference."""
 
 import pytest
 
-from mmlvit.benchmark.vit_models import build_model
+from lab.benchmarks.vit_models import build_model
 from mmlvit.models.attentions import SoftmaxAttention
 
 

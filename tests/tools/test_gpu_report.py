@@ -15,7 +15,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from mmlvit.benchmark import flagship_run
+from lab.benchmarks import flagship_run
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason='has CUDA')
 

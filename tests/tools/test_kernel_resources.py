@@ -7,8 +7,8 @@ import os
 import pytest
 import torch
 
-from mmlvit.benchmark import DTYPES
-from mmlvit.benchmark.kernel_resources import (
+from lab.benchmarks import DTYPES
+from lab.benchmarks.kernel_resources import (
     KernelCase,
     kernel_resources,
     parse_usage,

@@ -1,4 +1,4 @@
-"""The launch variants (mmlvit.benchmark.launch_variants) and
+"""The launch variants (lab.benchmarks.launch_variants) and
 tools/analysis/launch_variants.py, run under Triton's interpreter at tiny
 sizes (the timings mean something on a GPU only)."""
 
@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import torch
 
-from mmlvit.benchmark.launch_variants import BY_NAME, Patch, Variant
+from lab.benchmarks.launch_variants import BY_NAME, Patch, Variant
 
 SCRIPT = 'tools/analysis/launch_variants.py'
 SM90 = (9, 0)

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from mmlvit.benchmark.profiling import self_times, short_name, top_rows
+from lab.benchmarks.profiling import self_times, short_name, top_rows
 
 
 @pytest.fixture(scope='module')

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from mmlvit.reproduction.classification.recipe_report import verdict
-from mmlvit.reproduction.classification.recipes import (
+from lab.reproduction.classification.recipe_report import verdict
+from lab.reproduction.classification.recipes import (
     ARMS,
     arm_config,
     split_epochs,

@@ -7,10 +7,10 @@ import os.path as osp
 import pytest
 from tool_runs import run_ok
 
-from mmlvit.reproduction import records as engine_records
-from mmlvit.reproduction.classification import cli, configs, records, report
-from mmlvit.reproduction.classification.plots import draw, plot_results
-from mmlvit.reproduction.classification.runner import grid
+from lab.reproduction import records as engine_records
+from lab.reproduction.classification import cli, configs, records, report
+from lab.reproduction.classification.plots import draw, plot_results
+from lab.reproduction.classification.runner import grid
 
 
 @pytest.fixture(scope='module')
@@ -183,7 +183,7 @@ def test_shipped_teacher_is_used_without_training(repo_root, capsys):
     shipped = osp.join(
         repo_root, 'checkpoints', 'vit-tiny-p4_softmax_fashion-mnist.pth'
     )
-    from mmlvit.reproduction.configs import DEFAULT_TEACHER
+    from lab.reproduction.configs import DEFAULT_TEACHER
 
     assert DEFAULT_TEACHER == shipped
     top1 = load_checkpoint_file(shipped)['meta']['fashion_mnist_test_top1']
@@ -390,7 +390,7 @@ def _legend_clear_of_axes(fig):
 def test_bar_plot_has_seed_error_bars_and_a_clear_legend(tmp_path):
     from matplotlib.container import ErrorbarContainer
 
-    from mmlvit.reproduction.figures import pyplot
+    from lab.reproduction.figures import pyplot
 
     results = (
         [
@@ -439,7 +439,7 @@ def test_bar_plot_has_seed_error_bars_and_a_clear_legend(tmp_path):
 def test_sweep_plot(tmp_path):
     """Results that vary epochs get top-1 against epochs, with error bars
     where there are seeds, the legend outside the axes."""
-    from mmlvit.reproduction.figures import pyplot
+    from lab.reproduction.figures import pyplot
 
     results = _schedule_results(records)
     fig = draw(results)

@@ -10,9 +10,9 @@ import os.path as osp
 import pytest
 from tool_runs import run_ok
 
-from mmlvit.reproduction import records as engine_records
-from mmlvit.reproduction.dense import cli, configs, records, report, runner
-from mmlvit.reproduction.dense.plots import draw_dense
+from lab.reproduction import records as engine_records
+from lab.reproduction.dense import cli, configs, records, report, runner
+from lab.reproduction.dense.plots import draw_dense
 
 TINY = [
     '--tasks',
@@ -369,7 +369,7 @@ def test_epochs_per_task():
 def test_settings_are_transfer_settings_with_ready_made_configs():
     """Every dense setting is an mmlvit.transfer short name (or softmax),
     with or without +distill, and names a config of each task."""
-    from mmlvit.reproduction.configs import grid_settings, split_setting
+    from lab.reproduction.configs import grid_settings, split_setting
 
     for entry in configs.DENSE_SETTINGS:
         name, _ = split_setting(entry)

@@ -40,14 +40,17 @@ import math
 import os
 import os.path as osp
 import sys
+from pathlib import Path
 
 import torch
 
 import mmlvit  # noqa: F401  (registers the operators)
-from mmlvit import benchmark as core
-from mmlvit.benchmark import describe_device, linear_fit_error  # noqa: F401
-from mmlvit.benchmark.attention_steps import attention_step, token_grid
-from mmlvit.benchmark.gla_scan import gla_scan_lines, time_gla_scans
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab import benchmarks as core
+from lab.benchmarks import describe_device, linear_fit_error  # noqa: F401
+from lab.benchmarks.attention_steps import attention_step, token_grid
+from lab.benchmarks.gla_scan import gla_scan_lines, time_gla_scans
 
 REFERENCE = 'SoftmaxAttention'
 TARGET_FRACTION = 0.7  # measured speed-up >= 70% of the FLOP ratio

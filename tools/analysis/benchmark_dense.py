@@ -24,7 +24,7 @@ Modes:
   for every backbone, as random weights would otherwise decide it.
 
 On the CPU every (model, mode, px, backbone) runs in a fresh forked
-process (:func:`mmlvit.benchmark.run_in_child`, as ``benchmark_model.py``):
+process (:func:`lab.benchmarks.run_in_child`, as ``benchmark_model.py``):
 one warm-up call, then up to ``--repeats`` timed calls within
 ``--budget-s`` (a warm-up longer than the budget is itself the
 measurement); time = the best call; peak memory = the rise of the peak
@@ -34,7 +34,7 @@ median of the CUDA-event timings after the warm-up, peak memory =
 ``torch.cuda.max_memory_allocated`` during one more call minus the memory
 allocated before it; an out-of-memory case is listed as failed.
 FLOPs are counted during the warm-up by ``torch.utils.flop_counter.
-FlopCounterMode`` (:mod:`mmlvit.benchmark.flops`: matrix products and
+FlopCounterMode`` (:mod:`lab.benchmarks.flops`: matrix products and
 convolutions, forward and, in train mode, backward; 2 per multiply-add;
 element-wise ops, custom kernels (fla's Triton GLA on CUDA) and mmcv's
 RoIAlign and NMS are not counted). Counting costs no extra call:
@@ -57,13 +57,17 @@ command of its run)::
 
 import argparse
 import os.path as osp
+import sys
+from pathlib import Path
 
 import torch
 from mmengine.utils import mkdir_or_exist
 
 import mmlvit  # noqa: F401
-from mmlvit import benchmark as core
-from mmlvit.benchmark import dense_models
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab import benchmarks as core
+from lab.benchmarks import dense_models
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DENSE_MODELS = {
@@ -129,7 +133,7 @@ def parse_args(argv=None):
 def build_dense_model(name, operator, cfg_options=None):
     """The dense model ``name`` (a key of ``DENSE_MODELS``) with every
     backbone block's attention ``operator``, random weights (see
-    :func:`mmlvit.benchmark.dense_models.build_dense_model`)."""
+    :func:`lab.benchmarks.dense_models.build_dense_model`)."""
     spec = DENSE_MODELS[name]
     config = osp.join(REPO_ROOT, spec['config'])
     return dense_models.build_dense_model(
@@ -138,7 +142,7 @@ def build_dense_model(name, operator, cfg_options=None):
 
 
 def model_step(model, name, mode, size, device='cpu', dtype='fp32'):
-    """The call to time (see :func:`mmlvit.benchmark.dense_models.
+    """The call to time (see :func:`lab.benchmarks.dense_models.
     dense_step`)."""
     scope = DENSE_MODELS[name]['scope']
     return dense_models.dense_step(model, scope, mode, size, device, dtype)

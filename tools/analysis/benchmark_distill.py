@@ -38,6 +38,7 @@ import os
 import statistics
 import sys
 import tempfile
+from pathlib import Path
 
 import torch
 from mmengine.optim import OptimWrapper
@@ -45,7 +46,9 @@ from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 
 import mmlvit  # noqa: F401  (registers the modules)
-from mmlvit.benchmark import (
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab.benchmarks import (
     add_device_arguments,
     add_memory_worker_argument,
     autocast,

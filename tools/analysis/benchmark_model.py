@@ -39,13 +39,17 @@ Example::
 import argparse
 import itertools
 import os.path as osp
+import sys
+from pathlib import Path
 
 import torch
 from mmengine.utils import mkdir_or_exist
 
 import mmlvit  # noqa: F401
-from mmlvit import benchmark as core
-from mmlvit.benchmark.vit_models import (
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab import benchmarks as core
+from lab.benchmarks.vit_models import (
     SOFTMAX,
     TIMM,
     forward_flops,

@@ -32,21 +32,25 @@ Example:
 import argparse
 import os.path as osp
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 from mmlvit.models.losses import PAPER_DISTILL_WEIGHT
-from mmlvit.reproduction.classification.cli import add_subset_options
-from mmlvit.reproduction.classification.configs import limit_data, run_config
-from mmlvit.reproduction.classification.records import Run
-from mmlvit.reproduction.cli import add_output_options
-from mmlvit.reproduction.configs import (
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab.reproduction.classification.cli import add_subset_options
+from lab.reproduction.classification.configs import limit_data, run_config
+from lab.reproduction.classification.records import Run
+from lab.reproduction.cli import add_output_options
+from lab.reproduction.configs import (
     DEFAULT_TEACHER,
     SOFTMAX,
 )
-from mmlvit.reproduction.records import append_row, read_rows
-from mmlvit.reproduction.runner import in_workers, train_then_test
+from lab.reproduction.records import append_row, read_rows
+from lab.reproduction.runner import in_workers, train_then_test
 
 VARIANTS = (
     'linear',

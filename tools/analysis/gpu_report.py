@@ -71,19 +71,21 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO_ROOT)
 
-from mmlvit.benchmark.flagship_run import run_flagship  # noqa: E402
-from mmlvit.benchmark.options import cuda_unavailable_reason  # noqa: E402
-from mmlvit.benchmark.parts import (  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab.benchmarks.flagship_run import run_flagship  # noqa: E402
+from lab.benchmarks.options import cuda_unavailable_reason  # noqa: E402
+from lab.benchmarks.parts import (  # noqa: E402
     child_env,
     log_tail,
     refresh_every,
     run_part,
 )
-from mmlvit.benchmark.report_files import (  # noqa: E402
+from lab.benchmarks.report_files import (  # noqa: E402
     environment,
     part_state,
     part_table,

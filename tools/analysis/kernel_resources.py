@@ -6,7 +6,7 @@ sm_90 (H100 / H200) multiprocessor (``--arch``), for ViT-B heads (d = 64,
 ``--head-width``; 768 channels) in bf16 (``--dtype``), with the tile
 sizes, precision, warps and ptxas options its launch code gives it on
 that architecture (read from the launch objects themselves;
-:mod:`mmlvit.benchmark.kernel_resources`). A kernel
+:mod:`lab.benchmarks.kernel_resources`). A kernel
 that spills keeps values in local memory (a round trip through the caches
 each time); ``resident warps`` is how many of its warps one
 multiprocessor's registers and shared memory hold at once, 0 for a kernel
@@ -22,13 +22,16 @@ Example::
 import argparse
 import os.path as osp
 import re
+import sys
+from pathlib import Path
 
 import torch
 import triton
 from mmengine.utils import mkdir_or_exist
 
-from mmlvit import benchmark as core
-from mmlvit.benchmark.kernel_resources import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab import benchmarks as core
+from lab.benchmarks.kernel_resources import (
     MULTIPROCESSORS,
     OPCODES,
     KernelCase,

@@ -1,5 +1,5 @@
 """The fused kernels' shipped launch options against the other choice of
-each, timed side by side on a GPU (:mod:`mmlvit.benchmark.launch_variants`).
+each, timed side by side on a GPU (:mod:`lab.benchmarks.launch_variants`).
 
 For each variant (``--variants``; default: all), each operator it changes
 and each case (``--cases``, PX:BATCH: a ViT-B/16 block's attention at that
@@ -26,15 +26,18 @@ Example::
 import argparse
 import os.path as osp
 import sys
+from pathlib import Path
 
 import torch
 from mmengine.utils import mkdir_or_exist
 
 import mmlvit  # noqa: F401  (registers the operators)
-from mmlvit import benchmark as core
-from mmlvit.benchmark.attention_steps import attention_step, token_grid
-from mmlvit.benchmark.launch_variants import BY_NAME, VARIANTS
-from mmlvit.benchmark.vit_models import interpreted_kernel_options
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab import benchmarks as core
+from lab.benchmarks.attention_steps import attention_step, token_grid
+from lab.benchmarks.launch_variants import BY_NAME, VARIANTS
+from lab.benchmarks.vit_models import interpreted_kernel_options
 from mmlvit.ops.triton_runtime import interpreting
 
 PATCH = 16  # ViT-B/16

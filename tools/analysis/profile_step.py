@@ -20,15 +20,19 @@ Example::
 
 import argparse
 import os.path as osp
+import sys
+from pathlib import Path
 
 import torch
 from mmengine.utils import mkdir_or_exist
 
 import mmlvit  # noqa: F401
-from mmlvit import benchmark as core
-from mmlvit.benchmark import vit_models
-from mmlvit.benchmark.profiling import self_times, short_name, top_rows
-from mmlvit.benchmark.vit_models import SOFTMAX
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab import benchmarks as core
+from lab.benchmarks import vit_models
+from lab.benchmarks.profiling import self_times, short_name, top_rows
+from lab.benchmarks.vit_models import SOFTMAX
 
 MODES = ('forward+backward', 'forward')
 
@@ -55,7 +59,7 @@ def parse_args(argv=None):
 
 def model_step(name, args):
     """One step of model ``name`` as a callable (:func:`vit_models.model_step
-    <mmlvit.benchmark.vit_models.model_step>`)."""
+    <lab.benchmarks.vit_models.model_step>`)."""
     training = args.mode == 'forward+backward'
     return vit_models.model_step(
         name, args.arch, args.resolution, args.batch_size, args.device,

@@ -2,7 +2,7 @@
 recipe against staged, hybrid and full-inheritance variants, on the
 reproduction's Fashion-MNIST-5k target (docs/recipes.md).
 
-Every arm (mmlvit.reproduction.classification.recipes.ARMS) trains the
+Every arm (lab.reproduction.classification.recipes.ARMS) trains the
 same total epochs from the same shipped softmax teacher with MLPCopy (or
 its own setting) and attention-output distillation at lambda 50; a staged
 arm splits the epochs between its stages. Each run trains in a fresh
@@ -19,21 +19,24 @@ Example:
 import argparse
 import os.path as osp
 import resource
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from mmlvit.reproduction.classification.cli import add_subset_options
-from mmlvit.reproduction.classification.configs import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab.reproduction.classification.cli import add_subset_options
+from lab.reproduction.classification.configs import (
     limit_data,
     linear_operators,
 )
-from mmlvit.reproduction.classification.recipe_report import (
+from lab.reproduction.classification.recipe_report import (
     markdown,
     plot,
     summarise,
 )
-from mmlvit.reproduction.classification.recipes import (
+from lab.reproduction.classification.recipes import (
     ARMS,
     WARMUP_ITERS,
     arm_config,
@@ -41,10 +44,10 @@ from mmlvit.reproduction.classification.recipes import (
     keep_softmax,
     stage_text,
 )
-from mmlvit.reproduction.cli import add_output_options
-from mmlvit.reproduction.configs import DEFAULT_TEACHER
-from mmlvit.reproduction.records import append_row, read_rows
-from mmlvit.reproduction.runner import in_workers, train_then_test
+from lab.reproduction.cli import add_output_options
+from lab.reproduction.configs import DEFAULT_TEACHER
+from lab.reproduction.records import append_row, read_rows
+from lab.reproduction.runner import in_workers, train_then_test
 
 COLUMNS = (
     'arm',

@@ -1,6 +1,6 @@
 """Small-scale reproduction of the paper's classification result matrix
 (docs/reproduction.md): the command line of
-:mod:`mmlvit.reproduction.classification.cli`, whose docstring gives the
+:mod:`lab.reproduction.classification.cli`, whose docstring gives the
 options and examples.
 
     python tools/analysis/reproduce.py --operators relu gla \\
@@ -8,7 +8,11 @@ options and examples.
         --seeds 0 1 2 --out results/fashion_mnist.csv
 """
 
-from mmlvit.reproduction.classification.cli import main
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab.reproduction.classification.cli import main
 
 if __name__ == '__main__':
     main()

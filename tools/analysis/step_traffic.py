@@ -1,6 +1,6 @@
 """The bytes a ViT training step moves through memory, per image, without
 a GPU: mmpretrain's softmax ViT against a linear ViT of every operator,
-counted op by op (:mod:`mmlvit.benchmark.op_traffic`).
+counted op by op (:mod:`lab.benchmarks.op_traffic`).
 
 As in ``train_memory.py``, the operators with fused Triton kernels run
 them under Triton's interpreter on the CPU (set here before Triton
@@ -10,9 +10,9 @@ two blocks, one and two images) give the bytes per image and block and
 per image outside the blocks; weight copies and weight gradients, the
 same for any batch, are left out. The fused reductions split their
 tokens as at ``--batch-size`` images
-(:func:`mmlvit.benchmark.op_traffic.token_splits_as_at`). The table gives
+(:func:`lab.benchmarks.op_traffic.token_splits_as_at`). The table gives
 the ops' bytes by phase, the fused kernels' (the distinct bytes each
-launch loads and stores: see :mod:`mmlvit.benchmark.op_traffic` for what
+launch loads and stores: see :mod:`lab.benchmarks.op_traffic` for what
 that leaves out), the whole step of a ``--depth``-block ViT at
 ``--batch-size`` in GB and that over ``--bandwidth`` (a GPU's memory
 bandwidth, GB/s): the time the step's traffic takes at least, most of it
@@ -25,6 +25,8 @@ Example::
 """
 
 import os
+import sys
+from pathlib import Path
 
 os.environ.setdefault('TRITON_INTERPRET', '1')  # before triton imports
 
@@ -35,9 +37,11 @@ import torch  # noqa: E402
 from mmengine.utils import mkdir_or_exist  # noqa: E402
 
 import mmlvit  # noqa: E402, F401
-from mmlvit import benchmark as core  # noqa: E402
-from mmlvit.benchmark import op_traffic, tensor_memory  # noqa: E402
-from mmlvit.benchmark.vit_models import (  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab import benchmarks as core  # noqa: E402
+from lab.benchmarks import op_traffic, tensor_memory  # noqa: E402
+from lab.benchmarks.vit_models import (  # noqa: E402
     SOFTMAX,
     counted_models,
     depth_builder,

@@ -1,6 +1,6 @@
 """The activation memory of a ViT training step, per image, without a
 GPU: mmpretrain's softmax ViT against a linear ViT of every operator,
-counted tensor by tensor (:mod:`mmlvit.benchmark.tensor_memory`).
+counted tensor by tensor (:mod:`lab.benchmarks.tensor_memory`).
 
 The operators with fused Triton kernels run them, as on a GPU, under
 Triton's interpreter on the CPU (set here before Triton imports), so the
@@ -20,6 +20,8 @@ Example::
 """
 
 import os
+import sys
+from pathlib import Path
 
 os.environ.setdefault('TRITON_INTERPRET', '1')  # before triton imports
 
@@ -30,9 +32,11 @@ import torch  # noqa: E402
 from mmengine.utils import mkdir_or_exist  # noqa: E402
 
 import mmlvit  # noqa: E402, F401
-from mmlvit import benchmark as core  # noqa: E402
-from mmlvit.benchmark import tensor_memory  # noqa: E402
-from mmlvit.benchmark.vit_models import (  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab import benchmarks as core  # noqa: E402
+from lab.benchmarks import tensor_memory  # noqa: E402
+from lab.benchmarks.vit_models import (  # noqa: E402
     SOFTMAX,
     counted_models,
     depth_builder,

@@ -12,10 +12,12 @@ arguments; otherwise (other arguments, or an interrupted run: no meta.json)
 rebuilds it. The same arguments always give byte-identical files.
 """
 
+from pathlib import Path
 import argparse
 import sys
 
-from mmlvit.reproduction.data import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab.reproduction.data import (
     add_layout_options,
     prepare_dense_fashion_mnist,
 )

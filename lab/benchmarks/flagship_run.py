@@ -124,7 +124,7 @@ def iteration_times(lines):
 
 
 def plot_iterations(times, path):
-    from mmlvit.benchmark import plots
+    from lab.benchmarks import plots
 
     plt = plots.pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))

@@ -1,5 +1,5 @@
 """One dense run and its result as named records, and their CSV rows (kept
-by :mod:`mmlvit.reproduction.records`).
+by :mod:`lab.reproduction.records`).
 
 Columns, in this order: ``task`` (``seg`` or ``det``), ``setting``,
 ``canvas`` (px), ``train_images``, ``epochs``, ``seed`` (the run's key),

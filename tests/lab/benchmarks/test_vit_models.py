@@ -1,6 +1,6 @@
 """The benchmarks' model builder: block count and operator options."""
 
-from mmlvit.benchmark.vit_models import build_model
+from lab.benchmarks.vit_models import build_model
 
 
 def test_num_layers_overrides_the_arch_for_softmax_and_linear():

@@ -1,15 +1,15 @@
-"""mmlvit.benchmark's tables, ratio rows, memory-growth summary, verdicts,
+"""lab.benchmarks's tables, ratio rows, memory-growth summary, verdicts,
 plot panels and the GLA scan table, from fake figures."""
 
-from mmlvit.benchmark import (
+from lab.benchmarks import (
     column_table,
     flop_ceiling_verdict,
     growth_lines,
     plots,
     ratio_rows,
 )
-from mmlvit.benchmark.gla_scan import gla_scan_lines
-from mmlvit.benchmark.vit_models import block_operators
+from lab.benchmarks.gla_scan import gla_scan_lines
+from lab.benchmarks.vit_models import block_operators
 
 
 def test_ratio_rows_compare_each_leaf_with_its_group_reference():

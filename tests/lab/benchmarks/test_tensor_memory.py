@@ -1,5 +1,5 @@
 """What a training step keeps for backward, counted tensor by tensor
-(mmlvit.benchmark.tensor_memory), against byte counts worked out by hand,
+(lab.benchmarks.tensor_memory), against byte counts worked out by hand,
 and tools/analysis/train_memory.py end to end on a tiny arch (in a
 subprocess: it runs the fused kernels under Triton's interpreter)."""
 
@@ -10,7 +10,7 @@ import torch
 from tool_runs import run_ok
 from torch import nn
 
-from mmlvit.benchmark import tensor_memory
+from lab.benchmarks import tensor_memory
 from mmlvit.ops.recompute import recomputed
 
 FLOAT = 4

@@ -1,5 +1,5 @@
 """The bytes a training step moves, counted op by op
-(mmlvit.benchmark.op_traffic), against counts worked out by hand, and
+(lab.benchmarks.op_traffic), against counts worked out by hand, and
 tools/analysis/step_traffic.py end to end on a tiny arch (in a
 subprocess: it runs the fused kernels under Triton's interpreter)."""
 
@@ -12,7 +12,7 @@ import torch
 from tool_runs import interpreter_env, run_ok
 from torch import nn
 
-from mmlvit.benchmark import op_traffic, tensor_memory
+from lab.benchmarks import op_traffic, tensor_memory
 
 HERE = Path(__file__).parent
 FLOAT = 4

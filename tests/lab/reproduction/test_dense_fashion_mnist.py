@@ -13,8 +13,8 @@ import pytest
 from mmengine.config import Config
 from PIL import Image
 
-from mmlvit.reproduction import data as dense
-from mmlvit.reproduction.data import canvas, dense_fashion_mnist
+from lab.reproduction import data as dense
+from lab.reproduction.data import canvas, dense_fashion_mnist
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SEG_CONFIG = osp.join(

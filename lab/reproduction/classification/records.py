@@ -1,5 +1,5 @@
 """One classification run and its result as named records, and their CSV
-rows (kept by :mod:`mmlvit.reproduction.records`).
+rows (kept by :mod:`lab.reproduction.records`).
 
 The columns are fixed (the committed ``results/*.csv`` use them):
 ``dataset, operator, setting, distill, lambda, epochs, seed`` (the run's

@@ -1,6 +1,6 @@
 """Run under Triton's interpreter (test_op_traffic.py starts it in a fresh
 process): a probe kernel's launch counted by
-mmlvit.benchmark.op_traffic, printed as one JSON line of bytes by name.
+lab.benchmarks.op_traffic, printed as one JSON line of bytes by name.
 
 Two programs each load the first 40 of 100 fp32 elements twice and store
 20 fp16 elements (program p at 20 p), under masks: 40 x 4 distinct bytes
@@ -20,7 +20,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from mmlvit.benchmark import op_traffic  # noqa: E402
+from lab.benchmarks import op_traffic  # noqa: E402
 
 
 @triton.jit

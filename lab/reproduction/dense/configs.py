@@ -44,7 +44,7 @@ def dense_run_config(run, data_root: str, work_dir: str) -> Config:
       ``img_size`` (and UperNet's padding size) set to ``run.canvas``;
     - ``run.epochs`` epochs with the config's own optimiser, the grid's
       short schedule and one evaluation at the end
-      (:func:`mmlvit.reproduction.configs.evaluate_once_at_end`);
+      (:func:`lab.reproduction.configs.evaluate_once_at_end`);
     - seed ``run.seed`` and the work directory ``work_dir``.
 
     Args:

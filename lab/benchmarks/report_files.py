@@ -188,7 +188,7 @@ def write_text(path, text):
 
 
 def plot_parts(parts, path):
-    from mmlvit.benchmark import plots
+    from lab.benchmarks import plots
 
     plt = plots.pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.5))

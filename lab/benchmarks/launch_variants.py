@@ -57,7 +57,7 @@ class Variant:
                     raise AttributeError(
                         f'launch variant {self.name!r}: {patch.module} has '
                         f'no {patch.name}; if it was renamed, rename it in '
-                        'mmlvit/benchmark/launch_variants.py'
+                        'lab/benchmarks/launch_variants.py'
                     )
                 old = getattr(module, patch.name)
                 setattr(module, patch.name, patch.value(old))

@@ -1,4 +1,4 @@
-"""The reproduction engine's shared pieces (mmlvit.reproduction), tested
+"""The reproduction engine's shared pieces (lab.reproduction), tested
 once for every task: run records and their CSV, resuming from the committed
 results, running a grid, seed statistics, plots' error bars, the settings a
 grid names and the short schedule."""
@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from mmlvit.reproduction import configs, figures, records, runner, summary
-from mmlvit.reproduction.classification import cli as classification_cli
-from mmlvit.reproduction.classification import runner as classification
-from mmlvit.reproduction.classification.records import RunResult
-from mmlvit.reproduction.cli import results_to_report, run_missing
-from mmlvit.reproduction.dense import cli as dense_cli
-from mmlvit.reproduction.dense import runner as dense
-from mmlvit.reproduction.dense.records import DenseResult
+from lab.reproduction import configs, figures, records, runner, summary
+from lab.reproduction.classification import cli as classification_cli
+from lab.reproduction.classification import runner as classification
+from lab.reproduction.classification.records import RunResult
+from lab.reproduction.cli import results_to_report, run_missing
+from lab.reproduction.dense import cli as dense_cli
+from lab.reproduction.dense import runner as dense
+from lab.reproduction.dense.records import DenseResult
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""mmlvit.benchmark: timing, memory, the case runner, ratios, tables and
+"""lab.benchmarks: timing, memory, the case runner, ratios, tables and
 verdicts on the CPU (and the CUDA timing on a GPU)."""
 
 import argparse
@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from mmlvit.benchmark import (
+from lab.benchmarks import (
     Deadline,
     add_device_arguments,
     check_device_arguments,
