@@ -17,7 +17,6 @@ import argparse
 import os
 import os.path as osp
 
-from mmlvit.engine.logs import read_config
 from mmlvit.transfer import COMPONENTS
 from mmlvit.transfer.student import (
     add_init_arguments,
@@ -25,6 +24,7 @@ from mmlvit.transfer.student import (
     save_student,
 )
 from mmlvit.utils.cli import add_cfg_options
+from mmlvit.utils.logs import read_config
 
 
 def parse_args(argv=None):

@@ -168,7 +168,7 @@ def convert_to_student(
         dict: ``config``, ``student`` (paths), ``arch`` (ViTArch),
         ``report`` (CopyReport).
     """
-    from mmlvit.engine.logs import read_config
+    from mmlvit.utils.logs import read_config
 
     operator_cls = resolve_operator(operator)
     setting_rec = get_setting(setting)

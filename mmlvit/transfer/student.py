@@ -73,7 +73,7 @@ def init_student(
         SoftmaxToLinearInitHook,
         find_student,
     )
-    from mmlvit.engine.logs import INIT_DUMP, drop_messages
+    from mmlvit.utils.logs import INIT_DUMP, drop_messages
 
     fill_teacher_checkpoint(cfg, checkpoint)
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
