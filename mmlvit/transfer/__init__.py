@@ -6,6 +6,7 @@ from .arch import ViTArch, infer_vit_arch
 from .components import COMPONENTS, component_of
 from .copy_rules import COPY_RULES, CopyRule, TensorMatch
 from .errors import TransferError
+from .model_init import choose_source, initialise, plan_initialise
 from .policies import Policy, apply_init, plan_init, resolve_policy
 from .readers import FORMATS, load_softmax_checkpoint
 from .report import CopyReport
@@ -27,14 +28,17 @@ __all__ = [
     'TransferError',
     'ViTArch',
     'apply_init',
+    'choose_source',
     'component_of',
     'get_setting',
     'impulse_init_',
     'infer_vit_arch',
     'init_student',
+    'initialise',
     'load_softmax_checkpoint',
     'mimetic_init_',
     'plan_init',
+    'plan_initialise',
     'resolve_policy',
     'save_student',
     'setting_names',
