@@ -12,7 +12,6 @@ from .readers import FORMATS, load_softmax_checkpoint
 from .report import CopyReport
 from .settings import SETTINGS, Setting, get_setting, setting_names
 from .source import SoftmaxCheckpoint, softmax_checkpoint_of
-from .student import init_student, save_student
 
 __all__ = [
     'COMPONENTS',
@@ -33,14 +32,12 @@ __all__ = [
     'get_setting',
     'impulse_init_',
     'infer_vit_arch',
-    'init_student',
     'initialise',
     'load_softmax_checkpoint',
     'mimetic_init_',
     'plan_init',
     'plan_initialise',
     'resolve_policy',
-    'save_student',
     'setting_names',
     'softmax_checkpoint_of',
 ]
