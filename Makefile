@@ -59,9 +59,11 @@ demo: setup
 
 # Two pytest-xdist workers of one thread each (the machines here have two
 # cores; TEST_WORKERS=0 runs the suite in one process), a test module's
-# tests on one worker.
+# tests on one worker. lint-imports first checks that mmlvit's layers
+# import only downwards (the contract in pyproject.toml).
 TEST_WORKERS ?= 2
 test: dense
+	$(VENV)/bin/lint-imports --no-cache
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope tests
 
 lint: setup

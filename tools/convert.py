@@ -23,12 +23,12 @@ Example:
 
 import argparse
 
-from mmlvit.transfer.convert import (
+from mmlvit.apis import (
+    add_init_arguments,
     convert_to_student,
     recipe_datasets,
     resolve_operator,
 )
-from mmlvit.transfer.student import add_init_arguments
 
 
 def parse_args(argv=None):

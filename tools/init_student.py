@@ -17,14 +17,10 @@ import argparse
 import os
 import os.path as osp
 
-from mmlvit.engine.logs import read_config
+from mmlvit.apis import add_init_arguments, init_student, save_student
 from mmlvit.transfer import COMPONENTS
-from mmlvit.transfer.student import (
-    add_init_arguments,
-    init_student,
-    save_student,
-)
 from mmlvit.utils.cli import add_cfg_options
+from mmlvit.utils.logs import read_config
 
 
 def parse_args(argv=None):

@@ -16,10 +16,10 @@ from mmlvit.engine.dist import (
     init_cpu_distributed,
 )
 from mmlvit.engine.fsdp import check_sharded_checkpoint
-from mmlvit.engine.logs import read_config
 from mmlvit.engine.mixed_precision import amp_summary
 from mmlvit.engine.runner import build_runner
 from mmlvit.utils.cli import parse_launched_args
+from mmlvit.utils.logs import read_config
 
 
 def parse_args(argv=None):

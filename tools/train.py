@@ -19,11 +19,11 @@ from mmlvit.engine.dist import (
     explain_collective_timeout,
     init_cpu_distributed,
 )
-from mmlvit.engine.logs import read_config
 from mmlvit.engine.mixed_precision import amp_summary, amp_type
 from mmlvit.engine.runner import build_runner
 from mmlvit.engine.work_dir_lock import acquire_work_dir, is_rank_zero
 from mmlvit.utils.cli import parse_launched_args
+from mmlvit.utils.logs import read_config
 
 DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 

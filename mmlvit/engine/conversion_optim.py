@@ -19,24 +19,19 @@ from collections.abc import Callable
 
 import torch.nn as nn
 from mmengine.logging import print_log
-from mmengine.model import is_model_wrapper
 from mmengine.optim import DefaultOptimWrapperConstructor, OptimWrapper
 from mmpretrain.registry import OPTIM_WRAPPER_CONSTRUCTORS
 
 from mmlvit.transfer import CopyReport
+from mmlvit.utils.model import student_of, unwrap_model
 
 COPIED = 'copied'  # the param-group tag: True, False, or None (not yet)
-
-
-def _unwrapped(model):
-    return model.module if is_model_wrapper(model) else model
 
 
 def _student_prefix(model):
     """The prefix of the student's parameter names in ``model`` ('' or
     'student.')."""
-    model = _unwrapped(model)
-    return 'student.' if getattr(model, 'student', None) is not None else ''
+    return 'student.' if student_of(model) is not None else ''
 
 
 def copied_parameter_names(model: nn.Module, report: CopyReport) -> set[str]:
@@ -119,7 +114,7 @@ def tag_conversion_groups(
     if mults is None:
         return
     copied = copied_parameter_names(model, plan())
-    names = {id(p): n for n, p in _unwrapped(model).named_parameters()}
+    names = {id(p): n for n, p in unwrap_model(model).named_parameters()}
     groups = optim_wrapper.optimizer.param_groups
     scaled = {}
     counts = {True: 0, False: 0}

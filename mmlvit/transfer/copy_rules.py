@@ -10,14 +10,18 @@ written). A new rule (e.g. for an operator whose extra parameters sit
 inside a softmax tensor in another layout) is one :class:`CopyRule`
 inserted into the list, before the rule it must take precedence over.
 
+An operator's own rules register themselves with
+:func:`register_copy_rule` when their module is imported (the package
+imports them): ``extra head qkv rows`` and ``extra head proj columns``,
+under the ``TTTFullCopy`` setting only (``ttt_inheritance.py``), come
+before the built-in rules: a ``qkv`` with one head's extra rows takes the
+softmax rows and, for the extra head, one softmax head's q, k, v rows; a
+``proj`` with that head's extra inputs takes the softmax ``proj`` into its
+first C columns.
+
 The built-in rules (operator-agnostic, from the attention contract in
 ``mmlvit/models/attentions/base.py``), in order:
 
-- ``extra head qkv rows`` and ``extra head proj columns``, under the
-  ``TTTFullCopy`` setting only (``ttt_inheritance.py``): a ``qkv`` with
-  one head's extra rows takes the softmax rows and, for the extra head,
-  one softmax head's q, k, v rows; a ``proj`` with that head's extra
-  inputs takes the softmax ``proj`` into its first C columns.
 - ``operator-specific proj``: ``attn.proj`` whose input is wider than the
   softmax one (TTT's C + d) is not copied, weight and bias together.
 - ``same shape``: copied.
@@ -37,13 +41,6 @@ from mmpretrain.models.utils import resize_pos_embed
 
 from .errors import TransferError
 from .report import Record
-from .ttt_inheritance import SETTING as TTT_FULL_COPY
-from .ttt_inheritance import (
-    copy_proj_columns,
-    copy_rows_and_extra_head,
-    has_extra_head_input,
-    has_extra_head_rows,
-)
 
 #: A deferred in-place copy (run only once every tensor is planned).
 Write = Callable[[], None]
@@ -231,20 +228,6 @@ def adapt_pos_embed(src: torch.Tensor, backbone: nn.Module) -> torch.Tensor:
 #: The rules in order; the first that matches a tensor decides it.
 COPY_RULES: list[CopyRule] = [
     CopyRule(
-        'extra head qkv rows',
-        has_extra_head_rows,
-        copy_rows_and_extra_head,
-        component='attn_qkv',
-        settings=(TTT_FULL_COPY,),
-    ),
-    CopyRule(
-        'extra head proj columns',
-        has_extra_head_input,
-        copy_proj_columns,
-        component='attn_proj',
-        settings=(TTT_FULL_COPY,),
-    ),
-    CopyRule(
         'operator-specific proj',
         _wider_proj,
         _skip_wider_proj,
@@ -264,6 +247,27 @@ COPY_RULES: list[CopyRule] = [
         component='pos_embed',
     ),
 ]
+
+
+def register_copy_rule(rule: CopyRule, before: str | None = None) -> None:
+    """Add ``rule`` to :data:`COPY_RULES`: just before the rule named
+    ``before`` (it then takes precedence over it), else last.
+
+    Raises:
+        ValueError: No rule is named ``before``, or one is named like
+            ``rule``.
+    """
+    names = [r.name for r in COPY_RULES]
+    if rule.name in names:
+        raise ValueError(f'A copy rule is already named {rule.name!r}.')
+    if before is None:
+        COPY_RULES.append(rule)
+    elif before in names:
+        COPY_RULES.insert(names.index(before), rule)
+    else:
+        raise ValueError(
+            f'No copy rule named {before!r}; the rules: {", ".join(names)}.'
+        )
 
 
 def rule_for(tensor: TensorMatch) -> CopyRule | None:

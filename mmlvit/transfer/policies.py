@@ -21,8 +21,7 @@ resized ``pos_embed``; see there). Besides:
 """
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 import torch
 import torch.nn as nn
@@ -31,26 +30,7 @@ from .components import COMPONENTS, component_of
 from .copy_rules import TensorMatch, rule_for
 from .errors import TransferError, preview_keys
 from .report import CopyReport, Record
-from .settings import Setting, get_setting
-
-
-@dataclass(frozen=True)
-class Policy:
-    """A resolved initialisation policy.
-
-    Attributes:
-        setting (Setting): The setting (``settings.SETTINGS``).
-        components (tuple[str]): Components copied from the checkpoint (the
-            setting's own or the explicit list).
-    """
-
-    setting: Setting
-    components: tuple[str, ...]
-
-    @property
-    def analytical(self) -> Callable | None:
-        """The in-place analytical init (Mimetic/Impulse) or None."""
-        return self.setting.analytical
+from .settings import Policy, get_setting
 
 
 def resolve_policy(

@@ -3,13 +3,10 @@
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from .components import COMPONENTS, OTHER, component_of
 from .errors import preview_keys
-
-if TYPE_CHECKING:
-    from .policies import Policy
+from .settings import Policy
 
 
 @dataclass
@@ -42,7 +39,7 @@ class CopyReport:
     ACTIONS = ('copied', 'analytical', 'default', 'skipped')
 
     def __init__(
-        self, policy: 'Policy', records: list[Record], unused: list[str]
+        self, policy: Policy, records: list[Record], unused: list[str]
     ) -> None:
         self.policy = policy
         self.records = records

@@ -5,9 +5,10 @@ softmax checkpoint, optionally after an analytical init of the attention
 (Mimetic, arXiv:2305.09828; Impulse, Zheng et al. NeurIPS 2025). Random,
 Copy, MLPCopy and FullCopy are the paper's settings (Qin et al.,
 arXiv:2609.35745); its Variant1-3 are the FullCopy variants below, under
-names that say what they leave out. TTTFullCopy is FullCopy plus T5's full
-inheritance into the TTT operator's extra head and wider ``proj`` (its
-copy rules: ``ttt_inheritance.py``).
+names that say what they leave out. An operator's own settings register
+themselves with :func:`register_setting`: TTTFullCopy, FullCopy plus T5's
+full inheritance into the TTT operator's extra head and wider ``proj``
+(``ttt_inheritance.py``, with its copy rules).
 """
 
 from collections.abc import Callable
@@ -18,7 +19,6 @@ import torch.nn as nn
 from .analytical import impulse_init_, mimetic_init_
 from .components import COMPONENTS
 from .errors import TransferError
-from .ttt_inheritance import SETTING as TTT_FULL_COPY
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,25 @@ class Setting:
     analytical: Callable[[nn.Module], list] | None = None
     analytical_components: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A resolved initialisation policy (``policies.resolve_policy``).
+
+    Attributes:
+        setting (Setting): The setting (:data:`SETTINGS`).
+        components (tuple[str]): Components copied from the checkpoint (the
+            setting's own or the explicit list).
+    """
+
+    setting: Setting
+    components: tuple[str, ...]
+
+    @property
+    def analytical(self) -> Callable | None:
+        """The in-place analytical init (Mimetic/Impulse) or None."""
+        return self.setting.analytical
 
 
 def _full_copy_without(*left_out):
@@ -87,9 +106,19 @@ SETTINGS = {
             _full_copy_without('cls_token', 'pos_embed', 'patch_embed'),
             aliases=('Variant3',),
         ),
-        Setting(TTT_FULL_COPY, 'tttfullcopy', _full_copy_without()),
     )
 }
+
+
+def register_setting(setting: Setting) -> None:
+    """Add ``setting`` to :data:`SETTINGS` (after the others).
+
+    Raises:
+        ValueError: A setting already has that name.
+    """
+    if setting.name in SETTINGS:
+        raise ValueError(f'A setting is already named {setting.name!r}.')
+    SETTINGS[setting.name] = setting
 
 
 def get_setting(name: str) -> Setting:

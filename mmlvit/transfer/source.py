@@ -13,7 +13,8 @@ import os.path as osp
 from collections.abc import Mapping
 
 import torch
-from mmengine.model import is_model_wrapper
+
+from mmlvit.utils.model import unwrap_model
 
 from .readers import FORMATS, load_softmax_checkpoint
 from .shipped import shipped_path
@@ -75,6 +76,4 @@ def _real(path):
 def softmax_checkpoint_of(model: torch.nn.Module) -> SoftmaxCheckpoint | None:
     """The softmax checkpoint a model holds (a distiller's
     ``softmax_checkpoint``; DDP-style wrappers are unwrapped), or None."""
-    if is_model_wrapper(model):
-        model = model.module
-    return getattr(model, 'softmax_checkpoint', None)
+    return getattr(unwrap_model(model), 'softmax_checkpoint', None)

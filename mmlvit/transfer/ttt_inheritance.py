@@ -1,5 +1,6 @@
-"""Full inheritance into TTT: the copy rules of the ``TTTFullCopy``
-setting.
+"""Full inheritance into TTT: the ``TTTFullCopy`` setting and its copy
+rules, added to the tables of ``settings.py`` and ``copy_rules.py`` when
+this module is imported (the package imports it).
 
 T5 (Transformer-to-TTT) inherits everything a softmax ViT block has into
 its TTT block: the q, k, v and output projections, the MLP and the norms,
@@ -32,13 +33,12 @@ under ``TTTFullCopy`` any other operator is initialised as by FullCopy.
 """
 
 from functools import partial
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from .copy_rules import TensorMatch, Write
-    from .report import Record
+from .copy_rules import CopyRule, TensorMatch, Write, register_copy_rule
+from .report import Record
+from .settings import SETTINGS, Setting, register_setting
 
 #: The name of the setting whose copy rules these are.
 SETTING = 'TTTFullCopy'
@@ -46,18 +46,18 @@ SETTING = 'TTTFullCopy'
 SOURCE_HEAD = 0
 
 
-def _copy(dst: torch.Tensor, src: torch.Tensor) -> 'Write':
+def _copy(dst: torch.Tensor, src: torch.Tensor) -> Write:
     return partial(torch.Tensor.copy_, dst, src)
 
 
-def _extra_head_dims(tensor: 'TensorMatch') -> int | None:
+def _extra_head_dims(tensor: TensorMatch) -> int | None:
     """d of the attention module holding ``tensor`` (``...attn.qkv.*``),
     or None if it states none."""
     path = tensor.key.removeprefix('backbone.').rsplit('.', 2)[0]
     return getattr(tensor.backbone.get_submodule(path), 'head_dims', None)
 
 
-def has_extra_head_rows(tensor: 'TensorMatch') -> bool:
+def has_extra_head_rows(tensor: TensorMatch) -> bool:
     """The student's ``qkv`` is the softmax C -> 3C one plus exactly one
     head's q, k, v rows (3d)."""
     shapes = tensor.sibling_shapes('weight')
@@ -74,8 +74,8 @@ def has_extra_head_rows(tensor: 'TensorMatch') -> bool:
 
 
 def copy_rows_and_extra_head(
-    tensor: 'TensorMatch',
-) -> tuple[list['Write'], list['Record']]:
+    tensor: TensorMatch,
+) -> tuple[list[Write], list[Record]]:
     """Rows 0:3C from the softmax ``qkv``; q2, k2, v2 (d rows each) from
     the q, k, v rows of softmax head :data:`SOURCE_HEAD`."""
     C3, total = tensor.src.shape[0], tensor.param.shape[0]
@@ -98,7 +98,7 @@ def copy_rows_and_extra_head(
     return writes, [tensor.record('copied', tensor.param.numel(), reason)]
 
 
-def has_extra_head_input(tensor: 'TensorMatch') -> bool:
+def has_extra_head_input(tensor: TensorMatch) -> bool:
     """The student's ``proj`` reads the softmax C inputs plus exactly one
     head's d outputs."""
     shapes = tensor.sibling_shapes('weight')
@@ -110,8 +110,8 @@ def has_extra_head_input(tensor: 'TensorMatch') -> bool:
 
 
 def copy_proj_columns(
-    tensor: 'TensorMatch',
-) -> tuple[list['Write'], list['Record']]:
+    tensor: TensorMatch,
+) -> tuple[list[Write], list[Record]]:
     """The softmax ``proj`` weight into input columns 0:C (the rest keeps
     its init); the bias whole."""
     if tensor.param.shape == tensor.src.shape:  # the bias
@@ -127,3 +127,29 @@ def copy_proj_columns(
             'default', extra, f'extra head columns {C}:{total} (its output)'
         ),
     ]
+
+
+# FullCopy's components; the rules below take the extra head's share.
+register_setting(
+    Setting(SETTING, 'tttfullcopy', SETTINGS['FullCopy'].components)
+)
+register_copy_rule(
+    CopyRule(
+        'extra head qkv rows',
+        has_extra_head_rows,
+        copy_rows_and_extra_head,
+        component='attn_qkv',
+        settings=(SETTING,),
+    ),
+    before='operator-specific proj',
+)
+register_copy_rule(
+    CopyRule(
+        'extra head proj columns',
+        has_extra_head_input,
+        copy_proj_columns,
+        component='attn_proj',
+        settings=(SETTING,),
+    ),
+    before='operator-specific proj',
+)

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from mmlvit.datasets import DatasetFileError, check_data_roots
-from mmlvit.engine.logs import read_config
+from mmlvit.utils.logs import read_config
 
 CONFIG = 'tests/data/configs/tiny_softmax_fmnist.py'
 NAMES = (

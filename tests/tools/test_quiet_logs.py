@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import torch
 
-from mmlvit.engine.logs import hide_frozen_teacher_notes
+from mmlvit.utils.logs import hide_frozen_teacher_notes
 
 DISTILL = 'tests/data/configs/tiny_gla_distill_fmnist.py'
 MAX_WARNING_LINES = 5

@@ -19,8 +19,8 @@ from tiny_vit import TINY_ARCH, backbone_cfg, classifier_cfg
 
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
 from mmlvit.engine.hooks import SoftmaxToLinearInitHook
-from mmlvit.engine.hooks.init_hook import find_student
 from mmlvit.transfer import TransferError
+from mmlvit.utils.model import find_student
 
 TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
 MLP = '.ffn.layers.'

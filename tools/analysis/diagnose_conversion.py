@@ -39,9 +39,8 @@ from mmpretrain.registry import MODELS
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
 from mmlvit.diagnostics import BLOCK_METRICS, diagnose_conversion
-from mmlvit.engine.hooks.init_hook import SoftmaxToLinearInitHook
 from mmlvit.models.distillers.attention_distiller import load_teacher_weights
-from mmlvit.transfer import setting_names
+from mmlvit.transfer import initialise, setting_names
 from mmlvit.utils.cli import add_cfg_options
 
 DISTILLER = 'AttentionDistiller'
@@ -265,9 +264,7 @@ def main(argv=None):
         source = f'student {osp.basename(args.student_checkpoint)}'
     else:
         setting = args.setting or config_setting(cfg) or 'Random'
-        report = SoftmaxToLinearInitHook(args.teacher, setting).initialise(
-            student
-        )
+        report = initialise(student, args.teacher, setting)
         print(report.table())
         source = f'student initialised with {setting}'
     with torch.no_grad():

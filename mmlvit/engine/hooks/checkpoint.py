@@ -12,13 +12,13 @@ from mmengine.logging import print_log
 from mmpretrain.registry import HOOKS
 
 from mmlvit.engine.atomic_files import atomic_write, leftover_temp_files
-from mmlvit.engine.logs import FILE_CLIENT_DEPRECATION, drop_messages
 from mmlvit.engine.resume_schedule import (
     finished_message,
     rebuild_schedule,
     schedule_changes,
 )
 from mmlvit.engine.sharded_checkpoint import clean_leftovers
+from mmlvit.utils.logs import FILE_CLIENT_DEPRECATION, drop_messages
 
 from .checkpoint_best import BestCheckpointMixin
 from .checkpoint_resume import newest_resumable, resume_candidates

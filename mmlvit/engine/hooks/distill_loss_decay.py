@@ -3,8 +3,9 @@
 from typing import TYPE_CHECKING
 
 from mmengine.hooks import Hook
-from mmengine.model import is_model_wrapper
 from mmpretrain.registry import HOOKS
+
+from mmlvit.utils.model import unwrap_model
 
 if TYPE_CHECKING:
     from mmengine.runner import Runner
@@ -38,11 +39,7 @@ class DistillLossDecayHook(Hook):
     def before_train_iter(
         self, runner: 'Runner', batch_idx: int, data_batch=None
     ) -> None:
-        model = (
-            runner.model.module
-            if is_model_wrapper(runner.model)
-            else runner.model
-        )
+        model = unwrap_model(runner.model)
         if not hasattr(model, 'distill_scale'):
             raise TypeError(
                 'DistillLossDecayHook needs an '

@@ -4,29 +4,22 @@ from typing import TYPE_CHECKING
 
 import torch.nn as nn
 from mmengine.hooks import Hook
-from mmengine.model import is_model_wrapper
 from mmpretrain.registry import HOOKS
 
 from mmlvit.engine.conversion_optim import tag_conversion_groups
 from mmlvit.transfer import (
     CopyReport,
     SoftmaxCheckpoint,
-    apply_init,
-    plan_init,
+    model_init,
     resolve_policy,
     softmax_checkpoint_of,
 )
 
+# Deprecated here: import it from mmlvit.utils.model.
+from mmlvit.utils.model import find_student  # noqa: F401
+
 if TYPE_CHECKING:
     from mmengine.runner import Runner
-
-
-def find_student(model: nn.Module) -> nn.Module:
-    """The classifier to initialise: the model itself, or its ``student``
-    when it is a distiller; DDP-style wrappers are unwrapped."""
-    if is_model_wrapper(model):
-        model = model.module
-    return getattr(model, 'student', model)
 
 
 @HOOKS.register_module()
@@ -101,7 +94,9 @@ class SoftmaxToLinearInitHook(Hook):
     def reads_checkpoint(self) -> bool:
         """Whether the policy copies anything (Random, Mimetic and Impulse
         alone do not)."""
-        return bool(self.policy.components) or self.copy_softmax_attention
+        return model_init.reads_checkpoint(
+            self.policy, self.copy_softmax_attention
+        )
 
     def before_run(self, runner: 'Runner') -> None:
         self._loaded = False
@@ -141,28 +136,20 @@ class SoftmaxToLinearInitHook(Hook):
     ) -> SoftmaxCheckpoint | None:
         """The softmax checkpoint to copy from: ``checkpoint`` if given,
         else the hook's; the model's when neither is set or when they name
-        the model's file (it is then read once)."""
-        wanted = (
-            SoftmaxCheckpoint(checkpoint)
-            if checkpoint is not None
-            else self.checkpoint
-        )
-        held = softmax_checkpoint_of(model)
-        if wanted is None or (
-            held is not None and held.refers_to(wanted.path, wanted.format)
-        ):
-            return held
-        return wanted
+        the model's file (it is then read once;
+        :func:`mmlvit.transfer.model_init.choose_source`)."""
+        return model_init.choose_source(model, self._checkpoint(checkpoint))
 
     def plan(self, model: nn.Module) -> CopyReport:
         """What :meth:`initialise` will do to the student of ``model``,
         without writing."""
-        return plan_init(find_student(model), *self._arguments(model))
+        return model_init.plan_initialise(model, *self._arguments())
 
     def initialise(
         self, model: nn.Module, checkpoint: str | None = None
     ) -> CopyReport:
-        """Apply the policy to the student of ``model``.
+        """Apply the policy to the student of ``model``
+        (:func:`mmlvit.transfer.model_init.initialise`).
 
         Args:
             model (nn.Module): A classifier or a distiller (``student``).
@@ -171,30 +158,18 @@ class SoftmaxToLinearInitHook(Hook):
         Returns:
             mmlvit.transfer.CopyReport
         """
-        return apply_init(
-            find_student(model), *self._arguments(model, checkpoint)
-        )
+        return model_init.initialise(model, *self._arguments(checkpoint))
 
-    def _arguments(self, model, checkpoint=None):
-        """``(state_dict, setting, components, copy_softmax_attention)``
-        of :func:`plan_init`/:func:`apply_init`."""
-        if not self.reads_checkpoint:
-            state_dict = {}  # nothing to copy, nothing to read
-        else:
-            source = self.source(model, checkpoint)
-            if source is None:
-                raise ValueError(
-                    'SoftmaxToLinearInitHook: setting '
-                    f'{self.policy.setting.name} copies '
-                    f'{list(self.policy.components)} but no softmax '
-                    "checkpoint is set: set the hook's checkpoint "
-                    "(custom_hooks=[dict(type='SoftmaxToLinearInitHook', "
-                    'checkpoint=PATH, ...)]) or, in a distillation config, '
-                    'model.teacher_checkpoint.'
-                )
-            state_dict = source.state_dict
+    def _checkpoint(self, checkpoint):
+        """``checkpoint`` (read in its detected layout) if given, else the
+        hook's."""
+        return self.checkpoint if checkpoint is None else checkpoint
+
+    def _arguments(self, checkpoint=None):
+        """``(checkpoint, setting, components, copy_softmax_attention)``
+        of :func:`mmlvit.transfer.model_init.initialise`."""
         return (
-            state_dict,
+            self._checkpoint(checkpoint),
             self.policy.setting.name,
             self.policy.components,
             self.copy_softmax_attention,

@@ -5,11 +5,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mmengine.hooks import EMAHook, Hook
-from mmengine.model import is_model_wrapper
 from mmengine.runner import EpochBasedTrainLoop
 from mmpretrain.registry import HOOKS
 
 from mmlvit.models.lora import ADAPTER_MARK, restore_unmerged, save_merged
+from mmlvit.utils.model import student_of, unwrap_model
 
 if TYPE_CHECKING:
     from mmengine.runner import Runner
@@ -195,7 +195,7 @@ class ConversionStagesHook(Hook):
     ) -> None:
         """Give the student's adapters back to a loaded checkpoint
         (:func:`restore_unmerged`)."""
-        student = getattr(self._unwrapped(runner), 'student', None)
+        student = student_of(runner.model)
         if student is not None:
             restore_unmerged(checkpoint, student)
 
@@ -309,14 +309,9 @@ class ConversionStagesHook(Hook):
             losses[name] = loss
         return losses
 
-    @staticmethod
-    def _unwrapped(runner: 'Runner'):
-        model = runner.model
-        return model.module if is_model_wrapper(model) else model
-
     @classmethod
     def _distiller(cls, runner: 'Runner'):
-        model = cls._unwrapped(runner)
+        model = unwrap_model(runner.model)
         if not hasattr(model, 'task_scale'):
             raise TypeError(
                 'ConversionStagesHook needs an AttentionDistiller model, got '

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 import torch
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
-from mmengine.model import is_model_wrapper
 from mmengine.runner.checkpoint import find_latest_checkpoint
 from mmpretrain.registry import HOOKS
 from torch.nn.parallel import DistributedDataParallel
 
 from mmlvit.checkpoint import CheckpointError, first_few, shape_text
+from mmlvit.utils.model import unwrap_model
 
 OPT_IN = 'default_hooks.strict_load.allow_partial=True'
 # Not learned, or restored by their module when absent: never a mismatch.
@@ -61,10 +61,10 @@ class StrictLoadHook(Hook):
         self.revise_keys = [tuple(pair) for pair in revise_keys]
 
     def after_load_checkpoint(self, runner, checkpoint):
-        model = runner.model
-        if isinstance(model, DistributedDataParallel):
-            model = model.module
-        elif is_model_wrapper(model):
+        model = unwrap_model(runner.model)
+        if model is not runner.model and not isinstance(
+            runner.model, DistributedDataParallel
+        ):
             return  # FSDP, DeepSpeed, ...: their state dicts are not compared
         state = checkpoint.get('state_dict', checkpoint)
         if not isinstance(state, Mapping):

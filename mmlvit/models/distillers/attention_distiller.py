@@ -7,8 +7,8 @@ import torch.nn as nn
 from mmengine.model import BaseModel
 from mmpretrain.registry import MODELS
 
-from mmlvit.engine.logs import hide_frozen_teacher_notes
 from mmlvit.transfer import SoftmaxCheckpoint
+from mmlvit.utils.logs import hide_frozen_teacher_notes
 
 from ..lora import add_adapters
 from .recorder import AttentionRecording, attention_modules, check_recordable

@@ -2,7 +2,8 @@
 
 :func:`init_student` builds a config's model, runs mmengine's
 ``init_weights`` seeded as the runner seeds it and applies the init setting
-through ``SoftmaxToLinearInitHook``, the code path of ``before_train``;
+with :func:`mmlvit.transfer.initialise`, which ``SoftmaxToLinearInitHook``
+runs in ``before_train``;
 :func:`save_student` writes the student as an ordinary mmpretrain
 classifier checkpoint (``backbone.*``, ``head.*``).
 """
@@ -14,8 +15,19 @@ import os.path as osp
 import torch
 import torch.nn as nn
 from mmengine.config import Config
+from mmengine.registry import init_default_scope
+from mmengine.runner import set_random_seed
+from mmpretrain.registry import MODELS
 
-from .report import CopyReport
+from mmlvit.transfer import (
+    FORMATS,
+    CopyReport,
+    SoftmaxCheckpoint,
+    initialise,
+    setting_names,
+)
+from mmlvit.utils.logs import INIT_DUMP, drop_messages
+from mmlvit.utils.model import find_student
 
 
 def fill_teacher_checkpoint(cfg: Config, checkpoint: str) -> bool:
@@ -54,7 +66,7 @@ def init_student(
             ``model.teacher_checkpoint`` is filled with ``checkpoint``
             (:func:`fill_teacher_checkpoint`).
         checkpoint (str): Softmax checkpoint, any format of
-            :func:`~.readers.load_softmax_checkpoint`.
+            :func:`mmlvit.transfer.load_softmax_checkpoint`.
         setting (str): Init setting (``SETTINGS``).
         components (list[str], optional): Copy these components instead.
         format (str): Checkpoint layout, or 'auto'.
@@ -64,17 +76,6 @@ def init_student(
     Returns:
         tuple: (student nn.Module, CopyReport, seed used).
     """
-    # The engine imports this package: import its pieces when called.
-    from mmengine.registry import init_default_scope
-    from mmengine.runner import set_random_seed
-    from mmpretrain.registry import MODELS
-
-    from mmlvit.engine.hooks.init_hook import (
-        SoftmaxToLinearInitHook,
-        find_student,
-    )
-    from mmlvit.engine.logs import INIT_DUMP, drop_messages
-
     fill_teacher_checkpoint(cfg, checkpoint)
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
     if seed is None:
@@ -85,8 +86,8 @@ def init_student(
     # lines for a ViT): the copy table says what matters.
     with drop_messages(INIT_DUMP):
         model.init_weights()
-    hook = SoftmaxToLinearInitHook(checkpoint, setting, components, format)
-    report = hook.initialise(model)
+    source = SoftmaxCheckpoint(checkpoint, format)
+    report = initialise(model, source, setting, components)
     return find_student(model), report, seed
 
 
@@ -101,9 +102,6 @@ def save_student(student: nn.Module, path: str, meta: dict) -> None:
 def add_init_arguments(parser: argparse.ArgumentParser) -> None:
     """The init options the command-line tools share: ``--setting``,
     ``--format`` (of the softmax file) and ``--seed``."""
-    from .readers import FORMATS
-    from .settings import setting_names
-
     parser.add_argument(
         '--setting',
         default='MLPCopy',

@@ -1,7 +1,8 @@
 """One softmax ViT file -> a linear student and the config that trains it.
 
 :func:`convert_to_student` reads a softmax checkpoint in any supported
-layout, reads its architecture off the weights (:mod:`.arch`), writes a
+layout, reads its architecture off the weights
+(:mod:`mmlvit.transfer.arch`), writes a
 distillation config that inherits the project's DeiT transfer recipe
 (``configs/_base_/lvit/deit-s_mlpcopy-distill_{dataset}.py``) at that
 architecture, with the operator, the init setting, the teacher's file and
@@ -14,9 +15,16 @@ import os
 import os.path as osp
 import re
 
-from .arch import ViTArch, infer_vit_arch
-from .readers import load_softmax_checkpoint
-from .settings import Setting, get_setting
+from mmlvit.models.attentions import registered_operators
+from mmlvit.transfer import (
+    Setting,
+    ViTArch,
+    get_setting,
+    infer_vit_arch,
+    load_softmax_checkpoint,
+)
+from mmlvit.utils.logs import read_config
+
 from .student import init_student, save_student
 
 _RECIPE = 'deit-s_mlpcopy-distill_{}.py'
@@ -48,8 +56,6 @@ def recipe_datasets() -> list[str]:
 def resolve_operator(name: str) -> type:
     """The registered operator class named by its type or short name
     (``'gla'``, ``'GatedLinearAttention'``)."""
-    from mmlvit.models.attentions import registered_operators
-
     operators = registered_operators()
     for type_name, cls in operators.items():
         if name in (type_name, cls.short_name):
@@ -153,7 +159,7 @@ def convert_to_student(
 
     Args:
         src (str): Softmax checkpoint, any format of
-            :func:`~.readers.load_softmax_checkpoint`.
+            :func:`mmlvit.transfer.load_softmax_checkpoint`.
         out_dir (str): Folder for ``{stem}.py`` (the config) and
             ``{stem}_init.pth`` (the student, mmpretrain format).
         operator (str): Attention operator, short or registry name.
@@ -161,15 +167,13 @@ def convert_to_student(
         dataset (str): One of :func:`recipe_datasets`.
         format (str): Layout of ``src``, or 'auto'.
         num_heads (int, optional): Heads, when the width is not a standard
-            ViT's (see :func:`~.arch.infer_vit_arch`).
+            ViT's (see :func:`mmlvit.transfer.infer_vit_arch`).
         seed (int, optional): Seed of the student's fresh parameters.
 
     Returns:
         dict: ``config``, ``student`` (paths), ``arch`` (ViTArch),
         ``report`` (CopyReport).
     """
-    from mmlvit.engine.logs import read_config
-
     operator_cls = resolve_operator(operator)
     setting_rec = get_setting(setting)
     if dataset not in recipe_datasets():
