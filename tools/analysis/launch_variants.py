@@ -35,7 +35,7 @@ from mmlvit import benchmark as core
 from mmlvit.benchmark.attention_steps import attention_step, token_grid
 from mmlvit.benchmark.launch_variants import BY_NAME, VARIANTS
 from mmlvit.benchmark.vit_models import interpreted_kernel_options
-from mmlvit.ops.triton_runtime import interpreting
+from mmlvit.ops.common.triton_runtime import interpreting
 
 PATCH = 16  # ViT-B/16
 

@@ -17,7 +17,7 @@ sequence with its own gates::
 
 All ops take the layout (B, H, T, d), run with autocast off, keep states,
 gates and decays in at least fp32 (fp64 for fp64 inputs; see
-:mod:`mmlvit.ops.precision`) and return the dtype of ``v`` (of ``q`` for
+:mod:`mmlvit.ops.common.precision`) and return the dtype of ``v`` (of ``q`` for
 the map). ``scale`` defaults to d_k^-1/2, fla's default (the GLA paper uses
 none).
 

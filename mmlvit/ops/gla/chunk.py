@@ -5,7 +5,7 @@ bidirectional ops built on it (docs/operators.md, GLA)."""
 import torch
 from torch import Tensor
 
-from ..precision import fp32_accumulation
+from ..common.precision import fp32_accumulation
 from .arguments import check_shapes, default_scale
 from .traceable import bidirectional_gla_traceable, causal_gla_traceable
 from .workspace import ChunkGroups, Workspace, row_sums, zero_sequences

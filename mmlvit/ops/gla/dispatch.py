@@ -6,9 +6,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ..recompute import recomputed
-from ..tracing import exporting
-from ..triton_runtime import interpreting, triton_importable
+from ..common.recompute import recomputed
+from ..common.tracing import exporting
+from ..common.triton_runtime import interpreting, triton_importable
 from .arguments import check_shapes, default_scale
 from .chunk import bidirectional_gla_chunked
 from .fla_backend import bidirectional_fla
@@ -97,8 +97,9 @@ def bidirectional_gla(
             bf16 / fp32, head widths up to 64), ``'fla'`` (fla's Triton
             ``chunk_gla``, CUDA only) or ``'auto'`` (triton on CUDA where it
             applies, else torch). Defaults to 'auto'. While a model is
-            traced for export (see :func:`mmlvit.ops.tracing.exporting`),
-            every backend gives way
+            traced for export (see
+            :func:`mmlvit.ops.common.tracing.exporting`), every backend
+            gives way
             to :func:`~.traceable.bidirectional_gla_traceable`, the same
             function in plain PyTorch ops.
         chunk_size (int): Chunk of the torch path. Defaults to 64.
@@ -134,8 +135,8 @@ def bidirectional_gla_gated(
     from its tokens and a few weights need not hold for backward. The fused
     kernels' autograd Function recomputes them itself; the other backends
     run ``gates`` under activation checkpointing
-    (:func:`~mmlvit.ops.recompute.recomputed`), which keeps only its inputs
-    but hands the gates to a scan that saves them.
+    (:func:`~mmlvit.ops.common.recompute.recomputed`), which keeps only
+    its inputs but hands the gates to a scan that saves them.
 
     Args:
         q, k (Tensor): (B, H, T, d_k).

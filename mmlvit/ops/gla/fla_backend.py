@@ -6,7 +6,7 @@ import functools
 import torch
 from torch import Tensor
 
-from mmlvit.ops.triton_runtime import fused_entry
+from ..common.triton_runtime import fused_entry
 
 
 @functools.cache
@@ -42,7 +42,7 @@ def bidirectional_fla(
     (B, T, H, d) layout. q, k, v keep their (autocast) dtype; the log-gates
     go in as fp32; no initial state is passed (fla's zero state, kept in
     fp32 by the kernel). Shapes are not checked here. A fused entry point
-    (:func:`~mmlvit.ops.triton_runtime.fused_entry`): ``torch.compile``
+    (:func:`~mmlvit.ops.common.triton_runtime.fused_entry`): ``torch.compile``
     calls it eagerly.
 
     Args:

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..fused_linear import use_fused
-from ..precision import fp32_scope
-from ..triton_runtime import compute_capability, fused_entry
+from ..common.dispatch import use_fused
+from ..common.precision import fp32_scope
+from ..common.triton_runtime import compute_capability, fused_entry
 
 # 64 tokens of one head a program, 8 warps (the gradient on sm_90: 4, see
 # GRAD_WARPS_SM90), as the gated norm's kernels.
@@ -116,7 +116,7 @@ def log_gates(
         temperature (float): T, dividing the log-sigmoids.
         backend (str): ``'auto'`` (fused on CUDA, PyTorch elsewhere and
             while exporting), ``'triton'`` or ``'torch'``; see
-            :func:`mmlvit.ops.fused_linear.use_fused`. The fused kernels
+            :func:`mmlvit.ops.common.dispatch.use_fused`. The fused kernels
             read x in its own dtype (no fp32 copy of it) and never store
             the (B, N, 2 C) logits. For chunks of :data:`BLOCK_N` tokens
             they write the cumulative sums themselves (one token tile a
@@ -210,7 +210,7 @@ def feature_constants(rank: int, grad: bool = False) -> dict:
     tools/analysis/kernel_resources.py). The gradient at 8 warps took 94
     registers, two programs a multiprocessor where 4 warps hold four, and
     twice the warp instructions a program (sm_90; sm_80 and sm_86 alike)."""
-    from ..fused_linear.function import _width
+    from ..common.linear_function import _width
 
     constants = dict(
         BLOCK_M=BLOCK_N,
@@ -227,7 +227,7 @@ def launch_constants(width: int, rank: int, cumulative: bool) -> dict:
     """The kernels' compile-time options for heads of ``width`` channels
     and features of ``rank``, the gates ``cumulative`` within chunks or
     not."""
-    from ..fused_linear.function import _width
+    from ..common.linear_function import _width
 
     return dict(
         BLOCK_N=BLOCK_N,

@@ -4,7 +4,7 @@ T x T map of the bidirectional operator (docs/operators.md, GLA)."""
 import torch
 from torch import Tensor
 
-from ..precision import fp32_accumulation
+from ..common.precision import fp32_accumulation
 from .arguments import check_shapes, default_scale
 
 

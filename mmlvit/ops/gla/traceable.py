@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..precision import fp32_accumulation
+from ..common.precision import fp32_accumulation
 
 # Tokens per chunk: small, as the intra-chunk decays cost T L d_k memory.
 TRACEABLE_CHUNK_SIZE = 16

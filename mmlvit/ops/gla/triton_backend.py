@@ -38,9 +38,9 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..heads import qkv_gradients
-from ..recompute import leaf_grads, rerun_with_grad
-from ..triton_runtime import (
+from ..common.heads import qkv_gradients
+from ..common.recompute import leaf_grads, rerun_with_grad
+from ..common.triton_runtime import (
     compute_capability,
     fused_entry,
     interpreting,

@@ -8,7 +8,7 @@ helpers these share.
 import triton
 import triton.language as tl
 
-from ..triton_math import exp
+from ..common.triton_math import exp
 from .triton_kernels import (
     EXACT_DIAGONALS,
     FACTORED_DIAGONALS,

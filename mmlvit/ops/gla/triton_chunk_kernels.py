@@ -19,7 +19,7 @@ H, NT)) one of WHOLE_CHUNK (taken here), FACTORED_DIAGONALS (every
 import triton
 import triton.language as tl
 
-from ..triton_math import exp
+from ..common.triton_math import exp
 from .triton_kernels import (
     FACTORED_DIAGONALS,
     SIZES,

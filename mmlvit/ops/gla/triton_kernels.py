@@ -44,7 +44,7 @@ wrong), so operands are rounded to ``DT`` first either way.
 import triton
 import triton.language as tl
 
-from ..triton_math import exp
+from ..common.triton_math import exp
 
 # Sizes that vary between calls are not specialised on (e.g. B = 1), so one
 # compilation per dtype and head width serves every batch and length.

@@ -4,7 +4,7 @@
 Three Functions: :class:`StepSums` (k, v, W1, W2 -> the inner gradients'
 raw sums R1, R2, fp32 (B, H, d, d)), :class:`ClippedStep` (W, R -> the
 norm-clipped step W', fp32 (B, H, d, d)) and
-:class:`~mmlvit.ops.recompute.OutputsOfStates` (q and a function giving
+:class:`~mmlvit.ops.common.recompute.OutputsOfStates` (q and a function giving
 W1', W2' from the other two -> o; :class:`SwiGLULaunch` runs its kernels).
 Forward is one reduction over token ranges (partial sums added up in
 fp32), one step launch per weight and one output launch; backward one
@@ -19,15 +19,15 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..fused_linear.function import (
+from ..common.linear_function import (
     Launch,
     _empty_heads,
     _strides,
     _unit_last_stride,
     _width,
 )
-from ..recompute import OutputsOfStates
-from ..triton_runtime import compute_capability, fused_entry, num_stages
+from ..common.recompute import OutputsOfStates
+from ..common.triton_runtime import compute_capability, fused_entry, num_stages
 from . import swiglu_kernels as kernels
 
 # Each program holds up to six fp32 d x d matrices (W1, W2, two sums or
@@ -60,7 +60,7 @@ class SwiGLULaunch(Launch):
     """One call's kernel launches (:class:`Launch`'s shapes, tile widths
     and token splits, one segment); its states are the stepped weights
     W1', W2' (fp32 (B, H, d, d)), for
-    :class:`~mmlvit.ops.recompute.OutputsOfStates`.
+    :class:`~mmlvit.ops.common.recompute.OutputsOfStates`.
 
     Args:
         q (Tensor): (B, H, N, d) queries (or keys: shapes and dtype).
@@ -202,7 +202,7 @@ class StepSums(torch.autograd.Function):
 class ClippedStep(torch.autograd.Function):
     """Learned W (1 or B, H, d, d), raw sums R (B, H, d, d) fp32 and the
     factor f -> W' = W - G / (||G|| + 1), G = f R, the norm over the
-    input axis (:func:`.reference.normalised`), fp32 (B, H, d, d): one
+    input axis (:func:`.naive.normalised`), fp32 (B, H, d, d): one
     launch each way (:func:`.swiglu_kernels.step_kernel`). Saves R."""
 
     @staticmethod

@@ -19,7 +19,7 @@ weights, Z1 = k W1, Z2 = k W2, silu' the derivative of silu:
   each one pass over the head's d x d matrices.
 
 Every N-sized intermediate (Z, the SiLU terms, their gradients) is fp32 in
-registers; products as in :mod:`mmlvit.ops.fused_linear.kernels`
+registers; products as in :mod:`mmlvit.ops.common.linear_kernels`
 (``PRECISION``); q, k, v and their gradients keep the input dtype, tensors
 are addressed through their strides (views of a ``qkv`` projection). d x d
 matrices are fp32 and contiguous: the learned W (index h, or b*H + h when
@@ -30,10 +30,10 @@ sums (index bh * splits + split).
 import triton
 import triton.language as tl
 
-from ..fused_linear.kernels import _dot, _range_tokens, _store, _tile
-from ..triton_math import sigmoid
+from ..common.linear_kernels import _dot, _range_tokens, _store, _tile
+from ..common.triton_math import sigmoid
 
-# Not specialised on, as in fused_linear.kernels: the head width D is.
+# Not specialised on, as in common.linear_kernels: the head width D is.
 SIZES = ['H', 'N']
 
 

@@ -23,9 +23,9 @@ and outputs keep their dtype.
 import triton
 import triton.language as tl
 
-from ..fused_linear.kernels import _range_tokens
+from .linear_kernels import _range_tokens
 
-# Not specialised on, as in fused_linear.kernels: the channel count C is.
+# Not specialised on, as in common.linear_kernels: the channel count C is.
 SIZES = ['grid_h', 'grid_w', 'N']
 
 

@@ -7,7 +7,7 @@ of a ``qkv`` projection and nothing is copied. A head's tokens form
 attention, one segment) or, with ``BLOCKED``, the s x s spatial blocks of an
 H x W grid (MHLA; block m covers rows [m // s * bh, ...) and columns
 [m % s * bw, ...), tokens outside the grid are left out). ``MODE`` selects
-the operator (see :mod:`.function`):
+the operator (see :mod:`.linear_function`):
 
 - 0, 1, 2, 4: phi(x) = elu(x) + 1, relu(x), x or relu(x) + 1e-6 (MHLA), and
   o = phi(q) S / (phi(q) . z + eps)
@@ -29,7 +29,7 @@ partials have an extra splits axis after SEGS.
 import triton
 import triton.language as tl
 
-from ..triton_math import exp
+from .triton_math import exp
 
 ELU, RELU, IDENTITY, INLINE, MHLA = 0, 1, 2, 3, 4
 

@@ -1,12 +1,12 @@
 """The gated RMSNorm after GLA's scan, ``merge_heads(rms_norm(o) * w) *
-silu(gate)``, with fused Triton kernels (:mod:`.kernels`: one pass over
+silu(gate)``, with fused Triton kernels (:mod:`.norm_kernels`: one pass over
 o and the gate forward, one backward) and the PyTorch reference."""
 
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..fused_linear import use_fused
-from ..precision import fp32_scope
+from ..common.dispatch import use_fused
+from ..common.precision import fp32_scope
 
 
 def gated_rms_norm(
@@ -22,14 +22,14 @@ def gated_rms_norm(
         eps (float): Added to the mean square.
         backend (str): ``'auto'`` (fused on CUDA, PyTorch elsewhere and
             while exporting), ``'triton'`` or ``'torch'``; see
-            :func:`mmlvit.ops.fused_linear.use_fused`.
+            :func:`mmlvit.ops.common.dispatch.use_fused`.
 
     Returns:
         Tensor: (B, N, H d) in the gate's dtype.
     """
     # The kernels hold a few (64, d) fp32 tiles: no shared-memory limit.
     if use_fused(backend, o, gate[..., :1], needs_shared_memory=False):
-        from .function import fused_gated_rms_norm
+        from .norm_function import fused_gated_rms_norm
 
         return fused_gated_rms_norm(o, gate, weight, eps)
     with fp32_scope(o, weight, gate) as (o32, weight32, gate32):

@@ -21,7 +21,7 @@ fp32 (programs, BLOCK_D).
 import triton
 import triton.language as tl
 
-from ..fused_linear.kernels import _store, _tile
+from ..common.linear_kernels import _store, _tile
 from ..ttt.swiglu_kernels import _silu_terms
 
 # Sizes that vary between calls are not specialised on; the head width D

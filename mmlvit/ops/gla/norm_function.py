@@ -1,4 +1,4 @@
-"""Launch code of :mod:`.kernels` and the gated RMSNorm as an autograd
+"""Launch code of :mod:`.norm_kernels` and the gated RMSNorm as an autograd
 Function."""
 
 import torch
@@ -6,9 +6,9 @@ import triton
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..fused_linear.function import _strides, _unit_last_stride, _width
-from ..triton_runtime import fused_entry
-from . import kernels
+from ..common.linear_function import _strides, _unit_last_stride, _width
+from ..common.triton_runtime import fused_entry
+from . import norm_kernels as kernels
 
 # A program takes 64 tokens of one head. The kernels are bound by memory:
 # at 8 warps the forward takes 42 registers a thread and the gradient 121,

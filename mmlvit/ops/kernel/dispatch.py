@@ -16,8 +16,8 @@ implementation applies phi to the raw projections).
 import torch.nn.functional as F
 from torch import Tensor
 
-from .fused_linear import use_fused
-from .precision import fp32_accumulation
+from ..common.dispatch import use_fused
+from ..common.precision import fp32_accumulation
 
 
 def _elu_plus_one(x):
@@ -65,7 +65,8 @@ def kernel_linear_attention(
 ) -> Tensor:
     """Linear-time non-causal kernel attention.
 
-    Two paths compute it: fused Triton kernels (:mod:`.fused_linear`; CUDA,
+    Two paths compute it: fused Triton kernels
+    (:mod:`mmlvit.ops.common.linear_function`; CUDA,
     fp32/bf16/fp16: feature maps, key-value summary and normaliser in fp32
     registers, q, k, v read in their dtype and never copied) and
     :func:`kernel_linear_attention_reference` (PyTorch, any device).
@@ -85,7 +86,7 @@ def kernel_linear_attention(
     """
     check_kernel(kernel)
     if use_fused(backend, q, k, v):
-        from .fused_linear.function import fused_linear_attention
+        from ..common.linear_function import fused_linear_attention
 
         return fused_linear_attention(q, k, v, kernel, eps)
     return kernel_linear_attention_reference(q, k, v, kernel, eps)

@@ -1,9 +1,9 @@
 """The fused linear attentions as autograd Functions (launch code for
-:mod:`.kernels`).
+:mod:`.linear_kernels`).
 
 An attention is two Functions: :class:`SegmentStates` (k, v -> the fp32
 states S, z, z_v of every segment of every head) and
-:class:`~mmlvit.ops.recompute.OutputsOfStates` (q and a function giving
+:class:`~.recompute.OutputsOfStates` (q and a function giving
 the states, which calls SegmentStates and, for MHLA, mixes its blocks'
 states -> o; :class:`Launch` runs its kernels). Each is two launches:
 forward one reduction over token ranges (partial sums added up in fp32)
@@ -21,15 +21,15 @@ import triton
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..heads import qkv_gradients
-from ..recompute import OutputsOfStates
-from ..triton_runtime import (
+from . import linear_kernels as kernels
+from .heads import qkv_gradients
+from .recompute import OutputsOfStates
+from .triton_runtime import (
     MANY_PROGRAMS,
     fused_entry,
     interpreting,
     num_stages,
 )
-from . import kernels
 
 MODES = {
     'elu': kernels.ELU,
@@ -338,7 +338,7 @@ class SegmentStates(torch.autograd.Function):
 
 
 class OneLaunchOutputs(OutputsOfStates):
-    """:class:`~mmlvit.ops.recompute.OutputsOfStates` whose forward is one
+    """:class:`~.recompute.OutputsOfStates` whose forward is one
     launch, :meth:`Launch.attention` on q and ``inputs`` = (k, v); the
     backward (states recomputed) is the same."""
 

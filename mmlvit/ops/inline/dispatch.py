@@ -11,8 +11,8 @@ The map is signed and needs no eps. The linear form costs O(N d^2).
 
 from torch import Tensor
 
-from .fused_linear import use_fused
-from .precision import fp32_accumulation
+from ..common.dispatch import use_fused
+from ..common.precision import fp32_accumulation
 
 
 def inline_attention(
@@ -25,7 +25,8 @@ def inline_attention(
     """Linear-time InLine attention, every token (class token included)
     counted in N.
 
-    Two paths compute it: fused Triton kernels (:mod:`.fused_linear`; CUDA,
+    Two paths compute it: fused Triton kernels
+    (:mod:`mmlvit.ops.common.linear_function`; CUDA,
     fp32/bf16/fp16: the key-value summary and the means in fp32 registers,
     q, k, v read in their dtype and never copied) and
     :func:`inline_attention_reference` (PyTorch, any device).
@@ -42,7 +43,7 @@ def inline_attention(
         Tensor: (B, h, N, d_v) in the dtype of ``v``.
     """
     if use_fused(backend, q, k, v):
-        from .fused_linear.function import fused_linear_attention
+        from ..common.linear_function import fused_linear_attention
 
         return fused_linear_attention(q, k, v, 'inline', scale=scale)
     return inline_attention_reference(q, k, v, scale)

@@ -1,4 +1,4 @@
-"""Launch code of :mod:`.kernels` and the depthwise convolution as an
+"""Launch code of :mod:`.depthwise_kernels` and the depthwise convolution as an
 autograd Function."""
 
 import torch
@@ -6,9 +6,9 @@ import triton
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..fused_linear.function import token_splits
-from ..triton_runtime import fused_entry
-from . import kernels
+from . import depthwise_kernels as kernels
+from .linear_function import token_splits
+from .triton_runtime import fused_entry
 
 # A program holds fp32 tiles of BLOCK_N tokens x 64 channels and their
 # 64-bit addresses. Tiles of 32 at 8 warps: 32-50 registers a thread and
