@@ -28,15 +28,15 @@ import torch  # noqa: E402
 from mmlvit.ops.common import dispatch as fused_linear  # noqa: E402
 from mmlvit.ops.common import linear_function as function  # noqa: E402
 from mmlvit.ops.common.heads import SplitQKV, split_qkv  # noqa: E402
-from mmlvit.ops.inline.dispatch import (  # noqa: E402
+from mmlvit.ops.inline import (  # noqa: E402
     inline_attention,
     inline_attention_reference,
 )
-from mmlvit.ops.kernel.dispatch import (  # noqa: E402
+from mmlvit.ops.kernel import (  # noqa: E402
     kernel_linear_attention,
     kernel_linear_attention_reference,
 )
-from mmlvit.ops.mhla.dispatch import (  # noqa: E402
+from mmlvit.ops.mhla import (  # noqa: E402
     mhla_attention,
     mhla_attention_reference,
     mhla_linear_mixing,
