@@ -26,7 +26,7 @@ os.environ['TRITON_INTERPRET'] = '1'
 import torch  # noqa: E402
 
 from mmlvit.ops.common import dispatch as fused_linear  # noqa: E402
-from mmlvit.ops.common import linear_function as function  # noqa: E402
+from mmlvit.ops.common import linear_launch as function  # noqa: E402
 from mmlvit.ops.common.heads import SplitQKV, split_qkv  # noqa: E402
 from mmlvit.ops.inline import (  # noqa: E402
     inline_attention,

@@ -175,7 +175,7 @@ def test_streaming_launches_copy_ahead_only_in_small_grids(
     programs, as the reductions' splits make them; the query gradient's
     always does (Triton's default)."""
     pytest.importorskip('triton')
-    from mmlvit.ops.common.linear_function import Launch
+    from mmlvit.ops.common.linear_launch import Launch
     from mmlvit.ops.common.triton_runtime import MANY_PROGRAMS, num_stages
     from mmlvit.ops.ttt.swiglu_function import GRAD_NUM_STAGES, SwiGLULaunch
 

@@ -35,7 +35,7 @@ from fused_linear_interpreter import (  # noqa: E402
 )
 
 from mmlvit.models.attentions import TTTAttention  # noqa: E402
-from mmlvit.ops.common import linear_function as fused_function  # noqa: E402
+from mmlvit.ops.common import linear_launch as fused_function  # noqa: E402
 from mmlvit.ops.common.heads import split_qkv  # noqa: E402
 from mmlvit.ops.ttt import (  # noqa: E402
     TTT_INNER_SCALE,

@@ -66,8 +66,8 @@ def _launch_case(name, fn, pointers, options, **kwargs):
 
 
 def fused_linear_cases(dtype, name, d, arch=90):
-    from mmlvit.ops.common import linear_function as function
     from mmlvit.ops.common import linear_kernels as kernels
+    from mmlvit.ops.common import linear_launch as function
 
     tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv')
     pointers = {f'{n}_ptr': name for n in tokens}
@@ -293,7 +293,7 @@ def gla_cases(dtype, name, d, arch=90):
 
 
 def gated_norm_cases(dtype, name, d, arch=90):
-    from mmlvit.ops.gla import norm_function as function
+    from mmlvit.ops.gla import norm_kernels as function
     from mmlvit.ops.gla import norm_kernels as kernels
 
     tokens = ('o', 'z', 'y', 'dy', 'do', 'dz')

@@ -10,9 +10,9 @@ from mmlvit.ops.gla import (
     bidirectional_gla_gated,
     bidirectional_gla_map,
     check_backend,
+    gated_rms_norm,
     log_gates,
 )
-from mmlvit.ops.gla.norm import gated_rms_norm
 
 from .base import BaseAttention
 

@@ -7,7 +7,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from . import depthwise_kernels as kernels
-from .linear_function import token_splits
+from .linear_launch import token_splits
 from .triton_runtime import fused_entry
 
 # A program holds fp32 tiles of BLOCK_N tokens x 64 channels and their

@@ -23,7 +23,7 @@ and outputs keep their dtype.
 import triton
 import triton.language as tl
 
-from .linear_kernels import _range_tokens
+from .tiles import _range_tokens
 
 # Not specialised on, as in common.linear_kernels: the channel count C is.
 SIZES = ['grid_h', 'grid_w', 'N']

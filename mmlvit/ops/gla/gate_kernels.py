@@ -40,7 +40,7 @@ term of the exact product where an fp32 multiply-add is within 2^-24
 import triton
 import triton.language as tl
 
-from ..common.linear_kernels import _tile
+from ..common.tiles import _tile
 from ..common.triton_math import exp, log
 
 # Sizes that vary between calls are not specialised on; the head width D

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from ..common.triton_math import exp
-from .triton_kernels import (
+from .triton_parts import (
     FACTORED_DIAGONALS,
     SIZES,
     WHOLE_CHUNK,

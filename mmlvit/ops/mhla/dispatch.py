@@ -20,7 +20,7 @@ def mhla_attention(
     """Block-mixed ReLU linear attention in O(N) time and memory.
 
     Two paths compute it: fused Triton kernels
-    (:func:`mmlvit.ops.common.linear_function.fused_mhla_attention`; CUDA,
+    (:func:`.function.fused_mhla_attention`; CUDA,
     fp32/bf16/fp16: each block's summary in fp32 registers, q, k, v read in
     their dtype through their strides, no padded or blocked copies) and
     :func:`mhla_attention_reference` (PyTorch, any device).
@@ -40,7 +40,7 @@ def mhla_attention(
     """
     _blocks_per_side(mixing)
     if use_fused(backend, q, k, v):
-        from ..common.linear_function import fused_mhla_attention
+        from .function import fused_mhla_attention
 
         return fused_mhla_attention(q, k, v, mixing, hw_shape, MHLA_EPS)
     return mhla_attention_reference(q, k, v, mixing, hw_shape)

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..common.linear_function import (
+from ..common.linear_launch import (
     Launch,
     _empty_heads,
     _strides,

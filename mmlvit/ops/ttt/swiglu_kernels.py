@@ -19,7 +19,7 @@ weights, Z1 = k W1, Z2 = k W2, silu' the derivative of silu:
   each one pass over the head's d x d matrices.
 
 Every N-sized intermediate (Z, the SiLU terms, their gradients) is fp32 in
-registers; products as in :mod:`mmlvit.ops.common.linear_kernels`
+registers; products as in :mod:`mmlvit.ops.common.tiles`
 (``PRECISION``); q, k, v and their gradients keep the input dtype, tensors
 are addressed through their strides (views of a ``qkv`` projection). d x d
 matrices are fp32 and contiguous: the learned W (index h, or b*H + h when
@@ -30,8 +30,8 @@ sums (index bh * splits + split).
 import triton
 import triton.language as tl
 
-from ..common.linear_kernels import _dot, _range_tokens, _store, _tile
-from ..common.triton_math import sigmoid
+from ..common.tiles import _dot, _range_tokens, _store, _tile
+from ..common.triton_math import _silu_terms, sigmoid
 
 # Not specialised on, as in common.linear_kernels: the head width D is.
 SIZES = ['H', 'N']
@@ -80,13 +80,6 @@ def _step_squares(
     w1, w2 = _learned_weights(w1_ptr, w2_ptr, bh, H, D, W_PER_BATCH, BLOCK_D)
     dr1 = _load_square(dr1_ptr, bh, D, BLOCK_D)
     return w1, w2, dr1, _load_square(dr2_ptr, bh, D, BLOCK_D)
-
-
-@triton.jit
-def _silu_terms(z):
-    """silu(z) and silu'(z) = s (1 + z (1 - s)), s = sigmoid(z)."""
-    s = sigmoid(z)
-    return z * s, s * (1.0 + z * (1.0 - s))
 
 
 @triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
