@@ -79,8 +79,7 @@ def _weighted_taps(
     tile of the image at ``x_ptr``, fp32."""
     acc = tl.zeros((BLOCK_N, BLOCK_C), tl.float32)
     # A loop, not unrolled here: unrolled, the 5x5 kernels hoist all 25
-    # taps' loads and spill; the compiler unrolls the 3x3 conv's 9 itself,
-    # whose tiles fit in registers (tools/analysis/kernel_resources.py).
+    # taps' loads and spill; the compiler unrolls the 3x3 conv's 9 itself.
     for tap in range(KS * KS):
         at = KS * KS - 1 - tap if FLIP else tap
         x = _shifted_tile(

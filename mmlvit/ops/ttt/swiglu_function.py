@@ -36,23 +36,15 @@ from . import swiglu_kernels as kernels
 # that within the registers (about 200 per thread at d = 64).
 NUM_WARPS = 8
 BLOCK_N = 32
-# On sm_80 (A100) ptxas's default optimisation (-O3) gives up on TTT's
-# gradient kernels with fp32 inputs and settles on 32 registers a thread,
-# the rest in local memory (11-19 KB a thread; Triton 3.6 and 3.8). At -O1
-# they keep 255 registers (4-8 KB of stack) and run about 2x fewer
-# instructions. With bf16 / fp16 inputs -O3 does not fall back and -O1
-# spills more (tools/analysis/kernel_resources.py --arch 80).
+# On sm_80 the gradient kernels with fp32 inputs compile at ptxas -O1:
+# at -O3 ptxas falls back to 32 registers a thread (README.md).
 SM80_PTXAS_OPTIONS = '--opt-level 1'
 # The gradient kernels load one token tile ahead (2 stages), not two:
-# Triton's default of 3 takes another tile's shared memory, which the
-# key-value gradient in fp16 does not have on an A100 (164 KiB against
-# 163), and runs more instructions in every dtype.
+# Triton's default of 3 needs more shared memory than an A100 has for the
+# key-value gradient in fp16.
 GRAD_NUM_STAGES = 2
-# The query gradient with half-precision tokens on sm_90 at 4 warps: 214-222
-# registers a thread, no spill, two programs a multiprocessor (the same 8
-# resident warps as one program of 8 at 129-158 registers) and 19-20 %
-# fewer warp instructions a program (Triton 3.6 and 3.8, bf16 and fp16).
-# With fp32 tokens it spills 1.3-1.9 KB at 4 warps against 0.2-0.5 at 8.
+# The query gradient with half-precision tokens on sm_90 at 4 warps: no
+# spill and fewer instructions a program than at 8 (README.md).
 QUERY_GRAD_HALF_WARPS_SM90 = 4
 
 
