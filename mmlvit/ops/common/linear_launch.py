@@ -42,7 +42,7 @@ OUTPUT_BLOCK_N = 32
 OUTPUT_TILES = 8
 OUTPUT_NUM_WARPS = 8
 # Programs a reduction launch aims at (a few per multiprocessor, so that
-# its loops copy nothing ahead: :func:`~..triton_runtime.num_stages`):
+# its loops copy nothing ahead: :func:`~.triton_runtime.num_stages`):
 # segments are split into token ranges until B*H*SEGS*splits reaches it.
 TARGET_PROGRAMS = MANY_PROGRAMS
 

@@ -199,10 +199,7 @@ def feature_constants(rank: int, grad: bool = False) -> dict:
     """The feature kernels' compile-time options for ``rank`` features, of
     the gradient with ``grad`` (its products at
     :data:`FEATURE_GRAD_PRECISION`): tiles of 64 tokens by 32 channels at
-    4 warps (sm_90, bf16: 55 and 101 registers a thread, no spills;
-    tools/analysis/kernel_resources.py). The gradient at 8 warps took 94
-    registers, two programs a multiprocessor where 4 warps hold four, and
-    twice the warp instructions a program (sm_90; sm_80 and sm_86 alike)."""
+    4 warps, no spills (README.md)."""
     from ..common.linear_launch import _width
 
     constants = dict(

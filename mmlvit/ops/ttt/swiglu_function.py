@@ -69,8 +69,7 @@ class SwiGLULaunch(Launch):
         """The kernels' compile-time options, ``extra`` over them. fp32
         inputs multiply as three tf32 products (fp32's accuracy on tensor
         cores): at 'ieee' the compiler keeps these kernels' product tiles
-        in local memory (2-10 KB a thread on sm_90;
-        tools/analysis/kernel_resources.py). Their loops copy nothing ahead
+        in local memory (README.md). Their loops copy nothing ahead
         where the grid has many programs (``num_stages``)."""
         precision = self.constants['PRECISION']
         options = dict(

@@ -194,7 +194,7 @@ def key_value_grad_kernel(
     cache): held, the tensor cores' copies of them and of their transposes
     live in shared memory for the whole loop, which for fp32 products
     ('tf32x3': two parts of each) is more than one program may have
-    (sm_90: 321 KiB against 227; tools/analysis/kernel_resources.py).
+    (README.md).
 
     With A = v * silu(Z2), Bm = v * Z1 * silu'(Z2), dA = k dR1,
     dBm = k dR2: dv = dA * silu(Z2) + dBm * Z1 * silu'(Z2),
