@@ -152,7 +152,7 @@ VARIANTS = (
         STREAMING,
         (
             Patch(
-                'mmlvit.ops.triton_runtime',
+                'mmlvit.ops.common.triton_runtime',
                 'MANY_PROGRAMS',
                 _constant(sys.maxsize),
             ),

@@ -20,7 +20,7 @@ these bytes, at a GPU's bandwidth, bound its time from below; products
 (``mm``, ``addmm``) are counted too, but their time is set by FLOPs.
 
 The fused reductions split their tokens into ranges until a launch has
-enough programs (:func:`mmlvit.ops.fused_linear.function.token_splits`),
+enough programs (:func:`mmlvit.ops.common.linear_launch.token_splits`),
 so one or two images split far more than a large batch and add up more
 partial sums; :func:`token_splits_as_at` splits them as that batch would.
 """
@@ -195,7 +195,7 @@ def token_splits_as_at(batch_size: int, images: int):
     tokens as on ``batch_size`` images: the programs a launch aims at
     (``TARGET_PROGRAMS``) scaled by ``images / batch_size``, so that
     B*H*splits reaches it at the same number of splits."""
-    from mmlvit.ops.fused_linear import function
+    from mmlvit.ops.common import linear_launch as function
 
     target = function.TARGET_PROGRAMS
     function.TARGET_PROGRAMS = -(-target * images // batch_size)

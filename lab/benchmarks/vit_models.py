@@ -10,7 +10,7 @@ from mmpretrain.registry import MODELS
 
 from mmlvit.models.attentions import registered_operators
 from mmlvit.models.backbones import LinearVisionTransformer
-from mmlvit.ops.triton_runtime import interpreting
+from mmlvit.ops.common.triton_runtime import interpreting
 
 from .options import autocast
 

@@ -7,8 +7,8 @@ default in torch 2.14; it needs ``onnxscript``) traces the model with
 into the graph, as the TorchScript-based exporter would do with only a
 warning. While it
 traces, the operators whose default path cannot be traced take their export
-path (:func:`mmlvit.ops.tracing.exporting`). The spatial size is fixed in
-the graph: export once per input size.
+path (:func:`mmlvit.ops.common.tracing.exporting`). The spatial size is
+fixed in the graph: export once per input size.
 """
 
 import os
@@ -37,7 +37,7 @@ class OperatorExportError(RuntimeError):
             f'{", ".join(self.failures)} cannot be traced:\n'
             + '\n'.join(lines)
             + '\nGive the operator a plain forward path for export (see '
-            'mmlvit.ops.tracing.exporting) or use another operator.'
+            'mmlvit.ops.common.tracing.exporting) or use another operator.'
         )
 
 

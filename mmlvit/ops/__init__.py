@@ -1,12 +1,12 @@
-from .depthwise_conv import depthwise_conv
+from .common.depthwise_conv import depthwise_conv
 from .gla import (
     bidirectional_gla,
     bidirectional_gla_map,
     gla_chunked,
     gla_recurrent,
 )
-from .inline_attention import inline_attention, inline_attention_map
-from .kernel_attention import (
+from .inline import inline_attention, inline_attention_map
+from .kernel import (
     feature_map,
     kernel_attention_map,
     kernel_linear_attention,

@@ -10,7 +10,7 @@ import mmlvit.models.attentions.mhla as mhla_module
 import mmlvit.ops.gla.dispatch as gla_dispatch
 from mmlvit.models.attentions import MHLAttention
 from mmlvit.ops.gla import bidirectional_gla, gla_recurrent
-from mmlvit.ops.gla.traceable import (
+from mmlvit.ops.gla.naive import (
     bidirectional_gla_traceable,
     causal_gla_traceable,
 )

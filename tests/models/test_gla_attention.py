@@ -248,7 +248,7 @@ def test_auto_backend_on_cuda_matches_torch_backend():
 def test_gates_and_output_norm_are_recomputed_in_backward(monkeypatch):
     """The fp32 gates and output norm keep only their inputs for backward:
     far fewer saved bytes than without recomputation, same gradients."""
-    from mmlvit.ops import recompute
+    from mmlvit.ops.common import recompute
 
     def saved_bytes_and_grad():
         torch.manual_seed(0)

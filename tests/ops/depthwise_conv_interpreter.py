@@ -30,7 +30,7 @@ from fused_linear_interpreter import (  # noqa: E402
 
 from mmlvit.models.attentions import MHLAttention  # noqa: E402
 from mmlvit.ops import depthwise_conv  # noqa: E402
-from mmlvit.ops.fused_linear import function as fused_function  # noqa: E402
+from mmlvit.ops.common import linear_launch as fused_function  # noqa: E402
 
 
 def grid_view(tokens, grid):

@@ -25,14 +25,14 @@ os.environ['TRITON_INTERPRET'] = '1'
 
 import torch  # noqa: E402
 
-from mmlvit.ops import fused_linear  # noqa: E402
-from mmlvit.ops.fused_linear import function  # noqa: E402
-from mmlvit.ops.heads import SplitQKV, split_qkv  # noqa: E402
-from mmlvit.ops.inline_attention import (  # noqa: E402
+from mmlvit.ops.common import dispatch as fused_linear  # noqa: E402
+from mmlvit.ops.common import linear_launch as function  # noqa: E402
+from mmlvit.ops.common.heads import SplitQKV, split_qkv  # noqa: E402
+from mmlvit.ops.inline import (  # noqa: E402
     inline_attention,
     inline_attention_reference,
 )
-from mmlvit.ops.kernel_attention import (  # noqa: E402
+from mmlvit.ops.kernel import (  # noqa: E402
     kernel_linear_attention,
     kernel_linear_attention_reference,
 )

@@ -24,6 +24,7 @@ import torch.nn.functional as F  # noqa: E402
 from fused_linear_interpreter import DTYPES  # noqa: E402
 from gla_inputs import grads, inputs  # noqa: E402
 
+from mmlvit.ops.common.heads import common_buffer  # noqa: E402
 from mmlvit.ops.gla import (  # noqa: E402
     bidirectional_gla_gated,
     bidirectional_gla_map,
@@ -31,7 +32,6 @@ from mmlvit.ops.gla import (  # noqa: E402
     triton_backward_kernels,
     triton_kernels,
 )
-from mmlvit.ops.heads import common_buffer  # noqa: E402
 
 NAMES = 'q k v g_fwd g_bwd'.split()
 FLAG = torch.int32  # the dtype of the passes' chunk flags

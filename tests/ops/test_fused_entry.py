@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from mmlvit.ops import triton_runtime
+from mmlvit.ops.common import triton_runtime
 
 # The functions each operator's fused path enters, which Dynamo calls
 # eagerly.

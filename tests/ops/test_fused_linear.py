@@ -16,7 +16,7 @@ from mmlvit.models.attentions import (
     ReLULinearAttention,
 )
 from mmlvit.ops import inline_attention, kernel_linear_attention
-from mmlvit.ops.fused_linear import BACKENDS, check_backend, use_fused
+from mmlvit.ops.common.dispatch import BACKENDS, check_backend, use_fused
 
 
 def qkv(B=2, H=2, N=10, d=8, dtype=torch.float32, device='cpu'):
@@ -69,8 +69,8 @@ def cuda_token(dtype=torch.bfloat16, width=64):
 def h100_dispatch(monkeypatch):
     """``fused_linear.dispatch`` as on an H100: Triton imports and a
     program may have 227 KiB of shared memory (no GPU to ask here)."""
-    import mmlvit.ops.fused_linear.dispatch as dispatch
-    import mmlvit.ops.triton_runtime as runtime
+    import mmlvit.ops.common.dispatch as dispatch
+    import mmlvit.ops.common.triton_runtime as runtime
 
     monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
     monkeypatch.setattr(
@@ -102,8 +102,8 @@ def test_auto_needs_the_shared_memory_of_the_dtypes_kernels(monkeypatch):
     """On a GPU whose programs may have less shared memory than an A100's
     (sm_86 / sm_89: 99 KiB), 'auto' runs the kernels for bf16 tokens only
     and 'triton' names the limit and the fix."""
-    import mmlvit.ops.fused_linear.dispatch as dispatch
-    import mmlvit.ops.triton_runtime as runtime
+    import mmlvit.ops.common.dispatch as dispatch
+    import mmlvit.ops.common.triton_runtime as runtime
 
     monkeypatch.setattr(dispatch, 'triton_importable', lambda: True)
     monkeypatch.setattr(
@@ -175,8 +175,8 @@ def test_streaming_launches_copy_ahead_only_in_small_grids(
     programs, as the reductions' splits make them; the query gradient's
     always does (Triton's default)."""
     pytest.importorskip('triton')
-    from mmlvit.ops.fused_linear.function import Launch
-    from mmlvit.ops.triton_runtime import MANY_PROGRAMS, num_stages
+    from mmlvit.ops.common.linear_launch import Launch
+    from mmlvit.ops.common.triton_runtime import MANY_PROGRAMS, num_stages
     from mmlvit.ops.ttt.swiglu_function import GRAD_NUM_STAGES, SwiGLULaunch
 
     assert num_stages(MANY_PROGRAMS - 1) == 3

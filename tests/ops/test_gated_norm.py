@@ -7,7 +7,7 @@ import interpreter_run
 import pytest
 import torch
 
-from mmlvit.ops.gated_norm import gated_rms_norm
+from mmlvit.ops.gla import gated_rms_norm
 
 
 def test_auto_is_the_reference_on_cpu(monkeypatch):

@@ -76,7 +76,7 @@ def test_unsupported_on_a_gpu_short_of_shared_memory(monkeypatch):
     """With 99 KiB of shared memory a program (sm_86 / sm_89) the kernels
     take bf16 tokens only ('auto' then picks the PyTorch path for
     others); with less, none."""
-    import mmlvit.ops.triton_runtime as runtime
+    import mmlvit.ops.common.triton_runtime as runtime
 
     monkeypatch.setattr(
         runtime, '_shared_memory_per_program', lambda d: 99 * 1024

@@ -1,10 +1,10 @@
 """split_qkv's backward: the gradient of qkv is the kernels' buffer where
 dq, dk, dv are its slots, that buffer with dv copied in where only dq and
-dk are, a stack otherwise (mmlvit.ops.heads)."""
+dk are, a stack otherwise (mmlvit.ops.common.heads)."""
 
 import torch
 
-from mmlvit.ops.heads import qkv_gradients, split_qkv
+from mmlvit.ops.common.heads import qkv_gradients, split_qkv
 
 B, N, H, D = 2, 5, 3, 4
 

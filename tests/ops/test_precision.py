@@ -1,10 +1,10 @@
-"""mmlvit.ops.precision: autocast off, accumulation in at least fp32, the
-result cast back."""
+"""mmlvit.ops.common.precision: autocast off, accumulation in at least
+fp32, the result cast back."""
 
 import pytest
 import torch
 
-from mmlvit.ops.precision import (
+from mmlvit.ops.common.precision import (
     accumulation_dtype,
     fp32_accumulation,
     fp32_scope,

@@ -1,4 +1,4 @@
-"""mmlvit.ops.triton_math: e^x as 2^(x log2 e) and ln x as log2(x) ln 2,
+"""mmlvit.ops.common.triton_math: e^x as 2^(x log2 e) and ln x as log2(x) ln 2,
 each in two machine instructions an element (sm_90, compiled without a
 GPU), and their values on a GPU. Their values on CPU are every fused
 kernel's interpreter check."""
@@ -13,7 +13,7 @@ from lab.benchmarks.kernel_resources import (  # noqa: E402
     KernelCase,
     kernel_resources,
 )
-from mmlvit.ops import triton_math  # noqa: E402
+from mmlvit.ops.common import triton_math  # noqa: E402
 
 BLOCK = 512
 WARPS = 4  # BLOCK / (32 WARPS) = 4 elements a thread

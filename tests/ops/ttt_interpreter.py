@@ -35,8 +35,8 @@ from fused_linear_interpreter import (  # noqa: E402
 )
 
 from mmlvit.models.attentions import TTTAttention  # noqa: E402
-from mmlvit.ops.fused_linear import function as fused_function  # noqa: E402
-from mmlvit.ops.heads import split_qkv  # noqa: E402
+from mmlvit.ops.common import linear_launch as fused_function  # noqa: E402
+from mmlvit.ops.common.heads import split_qkv  # noqa: E402
 from mmlvit.ops.ttt import (  # noqa: E402
     TTT_INNER_SCALE,
     swiglu_inner_grads,
@@ -45,7 +45,7 @@ from mmlvit.ops.ttt import (  # noqa: E402
     ttt_swiglu,
     ttt_swiglu_reference,
 )
-from mmlvit.ops.ttt.reference import normalised  # noqa: E402
+from mmlvit.ops.ttt.naive import normalised  # noqa: E402
 from mmlvit.ops.ttt.swiglu_function import ClippedStep  # noqa: E402
 
 DTYPES = {

@@ -72,7 +72,7 @@ def test_cases_are_specialised_as_a_launch_would_be():
     """Pointers 16-byte aligned, the integers the kernel specialises on
     multiples of 16, those it does not left alone, strides of 1 constants
     (Triton's launch on ViT-B's tensors)."""
-    from mmlvit.ops.depthwise_conv import kernels
+    from mmlvit.ops.common import depthwise_kernels as kernels
 
     fn = kernels.conv_kernel
     case = KernelCase(
@@ -96,7 +96,7 @@ def test_each_compile_is_timed_from_an_empty_cache(monkeypatch, tmp_path):
     before), and the caller's cache setting is back afterwards."""
     import triton
 
-    from mmlvit.ops.depthwise_conv import kernels
+    from mmlvit.ops.common import depthwise_kernels as kernels
 
     monkeypatch.setenv('TRITON_CACHE_DIR', str(tmp_path / 'mine'))
     compile_, seen = triton.compile, []
@@ -141,7 +141,7 @@ def test_every_kernel_moves_its_tokens_in_vectors(load_tool):
 
 def test_loops_at_one_stage_run_fewer_instructions(load_tool):
     """The kernels whose loops copy nothing ahead in ViT-B's grids (224 px,
-    batch 128; mmlvit.ops.triton_runtime.num_stages) run fewer
+    batch 128; mmlvit.ops.common.triton_runtime.num_stages) run fewer
     instructions a loop iteration and in all than at Triton's default of
     three stages, with at least as many resident warps (sm_90, bf16)."""
     import dataclasses
@@ -293,7 +293,7 @@ def test_every_kernel_fits_a_programs_shared_memory(load_tool, arch, dtypes):
     (and 192 KiB on sm_80), before they reloaded their d x d matrices per
     tile; in fp16 the key-value gradient needed 164 KiB on sm_80 while it
     loaded two token tiles ahead."""
-    from mmlvit.ops.fused_linear.dispatch import MAX_HEAD_DIMS
+    from mmlvit.ops.common.dispatch import MAX_HEAD_DIMS
     from mmlvit.ops.gla.triton_backend import MAX_HEAD_DIM
 
     assert MAX_HEAD_DIMS == MAX_HEAD_DIM == HEAD_WIDTH

@@ -16,7 +16,7 @@ SM90 = (9, 0)
 
 
 def _stages():
-    from mmlvit.ops.triton_runtime import num_stages
+    from mmlvit.ops.common.triton_runtime import num_stages
 
     return num_stages(10**6)
 
@@ -95,15 +95,19 @@ def test_variant_changes_what_the_launch_code_reads_then_restores_it(name):
 
 
 def test_a_missing_constant_fails_and_restores_the_patches_before_it():
-    from mmlvit.ops import triton_runtime
+    from mmlvit.ops.common import triton_runtime
 
     variant = Variant(
         'broken',
         'a renamed constant',
         (),
         (
-            Patch('mmlvit.ops.triton_runtime', 'MANY_PROGRAMS', lambda _: 1),
-            Patch('mmlvit.ops.triton_runtime', 'NO_SUCH_CONSTANT', id),
+            Patch(
+                'mmlvit.ops.common.triton_runtime',
+                'MANY_PROGRAMS',
+                lambda _: 1,
+            ),
+            Patch('mmlvit.ops.common.triton_runtime', 'NO_SUCH_CONSTANT', id),
         ),
     )
     shipped = triton_runtime.MANY_PROGRAMS

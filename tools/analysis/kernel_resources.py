@@ -41,7 +41,7 @@ from lab.benchmarks.kernel_resources import (
 C = 768  # ViT-B channels
 # The launches' grids as at 224 px (197 tokens), batch 128: whether a
 # kernel's loops copy tiles ahead depends on its programs
-# (mmlvit.ops.triton_runtime.num_stages).
+# (mmlvit.ops.common.triton_runtime.num_stages).
 BATCH, TOKENS = 128, 197
 
 
@@ -69,7 +69,8 @@ def _launch_case(name, fn, pointers, options, **kwargs):
 
 
 def fused_linear_cases(dtype, name, d, arch=90):
-    from mmlvit.ops.fused_linear import function, kernels
+    from mmlvit.ops.common import linear_kernels as kernels
+    from mmlvit.ops.common import linear_launch as function
 
     tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv')
     pointers = {f'{n}_ptr': name for n in tokens}
@@ -137,8 +138,8 @@ def ttt_cases(dtype, name, d, arch=90):
 
 
 def depthwise_conv_cases(dtype, name, d, arch=90):
-    from mmlvit.ops.depthwise_conv import kernels
-    from mmlvit.ops.depthwise_conv.function import GridLaunch
+    from mmlvit.ops.common import depthwise_kernels as kernels
+    from mmlvit.ops.common.depthwise_function import GridLaunch
 
     pointers = {f'{n}_ptr': name for n in ('x', 'y', 'g')}
     pointers.update({f'{n}_ptr': 'fp32' for n in ('w', 'bias', 'dw')})
@@ -295,7 +296,8 @@ def gla_cases(dtype, name, d, arch=90):
 
 
 def gated_norm_cases(dtype, name, d, arch=90):
-    from mmlvit.ops.gated_norm import function, kernels
+    from mmlvit.ops.gla import norm_kernels as function
+    from mmlvit.ops.gla import norm_kernels as kernels
 
     tokens = ('o', 'z', 'y', 'dy', 'do', 'dz')
     pointers = {f'{n}_ptr': name for n in tokens}

@@ -38,7 +38,7 @@ from lab import benchmarks as core
 from lab.benchmarks.attention_steps import attention_step, token_grid
 from lab.benchmarks.launch_variants import BY_NAME, VARIANTS
 from lab.benchmarks.vit_models import interpreted_kernel_options
-from mmlvit.ops.triton_runtime import interpreting
+from mmlvit.ops.common.triton_runtime import interpreting
 
 PATCH = 16  # ViT-B/16
 

@@ -5,7 +5,7 @@ from mmengine.model import BaseModule
 from mmpretrain.registry import MODELS
 from torch import Tensor
 
-from mmlvit.ops.heads import split_qkv
+from mmlvit.ops.common.heads import split_qkv
 
 
 class BaseAttention(BaseModule):

@@ -4,15 +4,15 @@ import torch.nn as nn
 from mmpretrain.registry import MODELS
 from torch import Tensor
 
-from mmlvit.ops.gated_norm import gated_rms_norm
+from mmlvit.ops.common.precision import autocast_input
+from mmlvit.ops.common.recompute import recomputed
 from mmlvit.ops.gla import (
     bidirectional_gla_gated,
     bidirectional_gla_map,
     check_backend,
+    gated_rms_norm,
     log_gates,
 )
-from mmlvit.ops.precision import autocast_input
-from mmlvit.ops.recompute import recomputed
 
 from .base import BaseAttention
 

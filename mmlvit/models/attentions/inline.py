@@ -4,7 +4,7 @@ from mmpretrain.registry import MODELS
 from torch import Tensor
 
 from mmlvit.ops import inline_attention, inline_attention_map
-from mmlvit.ops.fused_linear import check_backend
+from mmlvit.ops.common.dispatch import check_backend
 
 from .base import BaseAttention
 

@@ -4,7 +4,7 @@ from mmpretrain.registry import MODELS
 from torch import Tensor
 
 from mmlvit.ops import kernel_attention_map, kernel_linear_attention
-from mmlvit.ops.fused_linear import check_backend
+from mmlvit.ops.common.dispatch import check_backend
 
 from .base import BaseAttention
 

@@ -4,14 +4,14 @@ import torch.nn as nn
 from mmpretrain.registry import MODELS
 from torch import Tensor
 
-from mmlvit.ops.depthwise_conv import depthwise_conv
-from mmlvit.ops.fused_linear import check_backend
+from mmlvit.ops import depthwise_conv
+from mmlvit.ops.common.dispatch import check_backend
+from mmlvit.ops.common.tracing import exporting
 from mmlvit.ops.mhla import (
     mhla_attention,
     mhla_attention_map,
     mhla_linear_mixing,
 )
-from mmlvit.ops.tracing import exporting
 
 from .base import BaseAttention
 

@@ -5,7 +5,7 @@ import torch.nn as nn
 from mmpretrain.registry import MODELS
 from torch import Tensor
 
-from mmlvit.ops.fused_linear import check_backend
+from mmlvit.ops.common.dispatch import check_backend
 from mmlvit.ops.ttt import ttt_dwconv, ttt_swiglu
 
 from .base import BaseAttention

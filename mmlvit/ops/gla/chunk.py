@@ -5,9 +5,13 @@ bidirectional ops built on it (docs/operators.md, GLA)."""
 import torch
 from torch import Tensor
 
-from ..precision import fp32_accumulation
-from .arguments import check_shapes, default_scale
-from .traceable import bidirectional_gla_traceable, causal_gla_traceable
+from ..common.precision import fp32_accumulation
+from .naive import (
+    bidirectional_gla_traceable,
+    causal_gla_traceable,
+    check_shapes,
+    default_scale,
+)
 from .workspace import ChunkGroups, Workspace, row_sums, zero_sequences
 
 # Largest log-decay one chunk may span after its first token (see

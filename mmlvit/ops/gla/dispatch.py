@@ -1,18 +1,23 @@
 """The public bidirectional GLA op: argument checks and the choice between
-the PyTorch, the fused Triton and the fla backend."""
+the PyTorch, the fused Triton and the fla backend, and the fla backend:
+bidirectional GLA by fla's Triton ``chunk_gla`` (fla-core,
+github.com/fla-org/flash-linear-attention)."""
 
+import functools
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from ..recompute import recomputed
-from ..tracing import exporting
-from ..triton_runtime import interpreting, triton_importable
-from .arguments import check_shapes, default_scale
+from ..common.recompute import recomputed
+from ..common.tracing import exporting
+from ..common.triton_runtime import (
+    fused_entry,
+    interpreting,
+    triton_importable,
+)
 from .chunk import bidirectional_gla_chunked
-from .fla_backend import bidirectional_fla
-from .traceable import bidirectional_gla_traceable
+from .naive import bidirectional_gla_traceable, check_shapes, default_scale
 from .triton_backend import (
     bidirectional_triton,
     bidirectional_triton_gated,
@@ -97,9 +102,10 @@ def bidirectional_gla(
             bf16 / fp32, head widths up to 64), ``'fla'`` (fla's Triton
             ``chunk_gla``, CUDA only) or ``'auto'`` (triton on CUDA where it
             applies, else torch). Defaults to 'auto'. While a model is
-            traced for export (see :func:`mmlvit.ops.tracing.exporting`),
-            every backend gives way
-            to :func:`~.traceable.bidirectional_gla_traceable`, the same
+            traced for export (see
+            :func:`mmlvit.ops.common.tracing.exporting`), every backend
+            gives way
+            to :func:`~.naive.bidirectional_gla_traceable`, the same
             function in plain PyTorch ops.
         chunk_size (int): Chunk of the torch path. Defaults to 64.
 
@@ -134,8 +140,8 @@ def bidirectional_gla_gated(
     from its tokens and a few weights need not hold for backward. The fused
     kernels' autograd Function recomputes them itself; the other backends
     run ``gates`` under activation checkpointing
-    (:func:`~mmlvit.ops.recompute.recomputed`), which keeps only its inputs
-    but hands the gates to a scan that saves them.
+    (:func:`~mmlvit.ops.common.recompute.recomputed`), which keeps only
+    its inputs but hands the gates to a scan that saves them.
 
     Args:
         q, k (Tensor): (B, H, T, d_k).
@@ -162,3 +168,65 @@ def bidirectional_gla_gated(
     return bidirectional_gla(
         q, k, v, g_fwd, g_bwd, scale, backend=backend, chunk_size=chunk_size
     )
+
+
+@functools.cache
+def fla_chunk_gla():
+    """fla's chunked GLA kernel (``fla.ops.gla.chunk_gla``); an ImportError
+    naming the fla-core package if it does not import."""
+    try:
+        from fla.ops.gla import chunk_gla
+    except ImportError as e:
+        raise ImportError(
+            "backend='fla' needs the fla-core package (fla.ops.gla."
+            "chunk_gla); install it or use backend='torch'."
+        ) from e
+    return chunk_gla
+
+
+@functools.cache
+def fla_importable():
+    """Whether :func:`fla_chunk_gla` imports."""
+    try:
+        fla_chunk_gla()
+    except ImportError:
+        return False
+    return True
+
+
+@fused_entry
+def bidirectional_fla(
+    q: Tensor, k: Tensor, v: Tensor, g_fwd: Tensor, g_bwd: Tensor, scale: float
+) -> Tensor:
+    """``(o^f + flip(o^b)) / 2`` in one ``chunk_gla`` call: the forward
+    sequences and the reversed ones stacked along the batch, in fla's
+    (B, T, H, d) layout. q, k, v keep their (autocast) dtype; the log-gates
+    go in as fp32; no initial state is passed (fla's zero state, kept in
+    fp32 by the kernel). Shapes are not checked here. A fused entry point
+    (:func:`~mmlvit.ops.common.triton_runtime.fused_entry`): ``torch.compile``
+    calls it eagerly.
+
+    Args:
+        q, k (Tensor): (B, H, T, d_k).
+        v (Tensor): (B, H, T, d_v).
+        g_fwd, g_bwd (Tensor): Log-gates (B, H, T, d_k), token order.
+        scale (float): Query scale.
+
+    Returns:
+        Tensor: (B, H, T, d_v) in the dtype of ``v``.
+    """
+    chunk_gla = fla_chunk_gla()
+
+    def both_directions(forward, backward):
+        stacked = torch.cat([forward, backward.flip(2)], dim=0)
+        return stacked.transpose(1, 2)
+
+    o, _ = chunk_gla(
+        both_directions(q, q),
+        both_directions(k, k),
+        both_directions(v, v),
+        both_directions(g_fwd, g_bwd).float(),
+        scale=scale,
+    )
+    o_fwd, o_bwd = o.transpose(1, 2).float().chunk(2, dim=0)
+    return ((o_fwd + o_bwd.flip(2)) / 2).to(v.dtype)

@@ -40,8 +40,8 @@ term of the exact product where an fp32 multiply-add is within 2^-24
 import triton
 import triton.language as tl
 
-from ..fused_linear.kernels import _tile
-from ..triton_math import exp, log
+from ..common.tiles import _tile
+from ..common.triton_math import exp, log
 
 # Sizes that vary between calls are not specialised on; the head width D
 # is (a multiple of 16: rows load as 16-byte vectors).

@@ -1,9 +1,15 @@
-"""GLA's log-gates from the low-rank gate projection of the tokens,
-``logsigmoid((x W_down^T) W_up^T + b) / T`` split into the two scan
-directions and the heads, with fused Triton kernels (:mod:`.gate_kernels`:
-the features f = x W_down^T, then the log-gates from f with the logits
-only in registers, each one pass forward and one backward per direction)
-and the PyTorch reference."""
+"""What the GLA module computes around the scan, each with fused Triton
+kernels and the PyTorch reference:
+
+- the log-gates from the low-rank gate projection of the tokens,
+  ``logsigmoid((x W_down^T) W_up^T + b) / T`` split into the two scan
+  directions and the heads (:mod:`.gate_kernels`: the features
+  f = x W_down^T, then the log-gates from f with the logits only in
+  registers, each one pass forward and one backward per direction);
+- the gated RMSNorm after the scan, ``merge_heads(rms_norm(o) * w) *
+  silu(gate)`` (:mod:`.norm_kernels`: one pass over o and the gate
+  forward, one backward).
+"""
 
 import functools
 
@@ -12,38 +18,25 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..fused_linear import use_fused
-from ..precision import fp32_scope
-from ..triton_runtime import compute_capability, fused_entry
+from ..common.dispatch import use_fused
+from ..common.precision import fp32_scope
+from ..common.triton_runtime import compute_capability, fused_entry
 
 # 64 tokens of one head a program, 8 warps (the gradient on sm_90: 4, see
 # GRAD_WARPS_SM90), as the gated norm's kernels.
 BLOCK_N = 64
 NUM_WARPS = 8
-# The log-gate kernel's other launch option: at most 64 registers a thread,
-# at which four of its programs fit an SM's 64 K registers. ptxas chose 65
-# (Triton 3.8; 3.6: 65, before its log was MUFU.LG2 80), three programs;
-# at 64 no spills (sm_90, tools/analysis/kernel_resources.py).
+# The log-gate kernel: at most 64 registers a thread, so that four of its
+# programs fit a multiprocessor (README.md).
 LOG_GATE_OPTIONS = dict(maxnreg=64)
-# The log-gate gradient's warps on sm_90, with its products as three tf32
-# products ('tf32x3', see gate_kernels): at 4, 248 registers a thread
-# (Triton 3.8; 3.6: 196), no spill, two programs a multiprocessor and
-# 34 % fewer instructions a program than at 8 (157 registers, one
-# program). 'tf32x3' takes it from 13,376 to 10,176 warp instructions a
-# program (3.6: 13,728 to 10,368) at two programs either way. Elsewhere
-# NUM_WARPS and fp32 multiply-adds ('ieee'): on sm_80 and sm_86 that takes
-# 80 registers (three programs), where 'tf32x3' took 220 (one) and more
-# instructions.
+# The log-gate gradient on sm_90: 4 warps and three tf32 products per
+# product ('tf32x3', see gate_kernels), two programs a multiprocessor and
+# fewer instructions; elsewhere NUM_WARPS and fp32 multiply-adds.
 GRAD_WARPS_SM90 = 4
 GRAD_PRECISION_SM90 = 'tf32x3'
-# The gate-feature gradient's products, on every GPU: three tf32 products
-# take its registers from 156 to 101 (sm_90; 155 to 127 on sm_80), four
-# programs a multiprocessor instead of three, and its instructions from
-# 3,584 to 3,136 warp instructions a program on sm_90 (3.6: 3,584 to
-# 2,880; sm_80 and sm_86 about the same). The forward kernels' products
-# stay fp32 multiply-adds: as three tf32 products, the log-gate kernel ran
-# 44 % more instructions and spilled, and the feature kernel took 70
-# registers instead of 55 (28 resident warps instead of 36).
+# The gate-feature gradient's products on every GPU: three tf32 products
+# take fewer registers and instructions than fp32 multiply-adds. The
+# forward kernels' products stay fp32 multiply-adds.
 FEATURE_GRAD_PRECISION = 'tf32x3'
 
 
@@ -116,7 +109,7 @@ def log_gates(
         temperature (float): T, dividing the log-sigmoids.
         backend (str): ``'auto'`` (fused on CUDA, PyTorch elsewhere and
             while exporting), ``'triton'`` or ``'torch'``; see
-            :func:`mmlvit.ops.fused_linear.use_fused`. The fused kernels
+            :func:`mmlvit.ops.common.dispatch.use_fused`. The fused kernels
             read x in its own dtype (no fp32 copy of it) and never store
             the (B, N, 2 C) logits. For chunks of :data:`BLOCK_N` tokens
             they write the cumulative sums themselves (one token tile a
@@ -206,11 +199,8 @@ def feature_constants(rank: int, grad: bool = False) -> dict:
     """The feature kernels' compile-time options for ``rank`` features, of
     the gradient with ``grad`` (its products at
     :data:`FEATURE_GRAD_PRECISION`): tiles of 64 tokens by 32 channels at
-    4 warps (sm_90, bf16: 55 and 101 registers a thread, no spills;
-    tools/analysis/kernel_resources.py). The gradient at 8 warps took 94
-    registers, two programs a multiprocessor where 4 warps hold four, and
-    twice the warp instructions a program (sm_90; sm_80 and sm_86 alike)."""
-    from ..fused_linear.function import _width
+    4 warps, no spills (README.md)."""
+    from ..common.linear_launch import _width
 
     constants = dict(
         BLOCK_M=BLOCK_N,
@@ -227,7 +217,7 @@ def launch_constants(width: int, rank: int, cumulative: bool) -> dict:
     """The kernels' compile-time options for heads of ``width`` channels
     and features of ``rank``, the gates ``cumulative`` within chunks or
     not."""
-    from ..fused_linear.function import _width
+    from ..common.linear_launch import _width
 
     return dict(
         BLOCK_N=BLOCK_N,
@@ -305,3 +295,32 @@ class LogGates(torch.autograd.Function):
 def _tiles(tokens: int) -> int:
     """Token tiles of a launch."""
     return -(-tokens // BLOCK_N)
+
+
+def gated_rms_norm(
+    o: Tensor, gate: Tensor, weight: Tensor, eps: float, backend='auto'
+) -> Tensor:
+    """RMSNorm over each head's d channels (one weight for all heads), the
+    heads merged, times ``silu(gate)``; in at least fp32, autocast off.
+
+    Args:
+        o (Tensor): (B, H, N, d).
+        gate (Tensor): (B, N, H d).
+        weight (Tensor): (d,).
+        eps (float): Added to the mean square.
+        backend (str): ``'auto'`` (fused on CUDA, PyTorch elsewhere and
+            while exporting), ``'triton'`` or ``'torch'``; see
+            :func:`mmlvit.ops.common.dispatch.use_fused`.
+
+    Returns:
+        Tensor: (B, N, H d) in the gate's dtype.
+    """
+    # The kernels hold a few (64, d) fp32 tiles: no shared-memory limit.
+    if use_fused(backend, o, gate[..., :1], needs_shared_memory=False):
+        from .norm_kernels import fused_gated_rms_norm
+
+        return fused_gated_rms_norm(o, gate, weight, eps)
+    with fp32_scope(o, weight, gate) as (o32, weight32, gate32):
+        normed = F.rms_norm(o32, (o.shape[-1],), weight32, eps)
+        y = normed.transpose(1, 2).flatten(2) * F.silu(gate32)
+    return y.to(gate.dtype)

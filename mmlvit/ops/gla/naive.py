@@ -1,11 +1,48 @@
-"""Reference forms of GLA: the token-by-token recurrence and the explicit
-T x T map of the bidirectional operator (docs/operators.md, GLA)."""
+"""Reference forms of GLA (docs/operators.md, GLA): the argument checks,
+the token-by-token recurrence, the explicit T x T map of the bidirectional
+operator, and the chunked form in traceable ops that export takes.
+
+The traceable form is the same function as
+:func:`~.chunk.bidirectional_gla_chunked`, built from traceable ops only:
+no autograd Function, no in-place buffers, no branch on tensor values and
+no shape arithmetic on the batch size, so ``torch.export`` and
+``torch.onnx.export`` trace it with a dynamic batch. Every decay is ``exp``
+of a sum of log-gates <= 0 over a segment, masked to -inf before ``exp``
+where it does not apply, so nothing overflows in fp32 whatever the gates,
+without the chunk halving of the default path. The intra-chunk decays are
+formed explicitly, (B, H, T, L, d_k) per direction, so the chunk is small.
+"""
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from ..precision import fp32_accumulation
-from .arguments import check_shapes, default_scale
+from ..common.precision import fp32_accumulation
+
+# Tokens per chunk of the traceable form: small, as its intra-chunk decays
+# cost T L d_k memory.
+TRACEABLE_CHUNK_SIZE = 16
+
+
+def check_shapes(q, k, v, *gates):
+    """Raise a ValueError unless q, k and the gates are one (B, H, T, d_k)
+    shape and v is (B, H, T, d_v)."""
+    if q.dim() != 4 or any(t.shape != q.shape for t in (k, *gates)):
+        raise ValueError(
+            'q, k and the gates must share one (B, H, T, d_k) shape; got '
+            f'{[tuple(t.shape) for t in (q, k, *gates)]}.'
+        )
+    if v.dim() != 4 or v.shape[:3] != q.shape[:3]:
+        raise ValueError(
+            f'v must be (B, H, T, d_v) with (B, H, T) = {tuple(q.shape[:3])}; '
+            f'got {tuple(v.shape)}.'
+        )
+
+
+def default_scale(q, scale):
+    """``scale``, or d_k^-1/2 for q (B, H, T, d_k) when it is None (fla's
+    default; the GLA paper, arXiv:2312.06635, uses none)."""
+    return q.shape[-1] ** -0.5 if scale is None else scale
 
 
 @fp32_accumulation(result_dtype_of='v')
@@ -93,3 +130,124 @@ def bidirectional_gla_map(
     backward = _causal_map(q.flip(2), k.flip(2), g_bwd.flip(2))
     backward = backward.flip(2, 3)
     return (forward + backward) * (scale / 2)
+
+
+def segment_sums(x):
+    """Sums of ``x`` over every segment of a sequence, for decays.
+
+    ``out[..., t, s, :] = sum_{r=s+1}^{t} x[..., r, :]`` for s <= t (0 on the
+    diagonal) and -inf above it, so ``out.exp()`` is the masked decay from
+    s to t. Each sum is accumulated over its own segment (a cumulative sum
+    of masked copies), not taken as a difference of two long cumulative
+    sums, which would lose the small differences of large sums in fp32.
+
+    Args:
+        x (Tensor): (..., T, d).
+
+    Returns:
+        Tensor: (..., T, T, d).
+    """
+    T = x.shape[-2]
+    ones = torch.ones(T, T, dtype=torch.bool, device=x.device)
+    after = ones.tril(-1).unsqueeze(-1)  # r > s
+    copies = x.unsqueeze(-2).expand(*x.shape[:-1], T, x.shape[-1])
+    sums = copies.masked_fill(~after, 0).cumsum(-3)
+    return sums.masked_fill(~ones.tril().unsqueeze(-1), float('-inf'))
+
+
+def causal_gla_traceable(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    scale: float,
+    chunk_size: int = TRACEABLE_CHUNK_SIZE,
+) -> Tensor:
+    """Causal GLA in chunks of L = ``chunk_size`` tokens, no recurrence.
+
+    With S_i the summary of chunk i decayed to its last token, token t of
+    chunk j gets::
+
+        o_t = scale * (sum_{s<=t in j} q_t . (k_s a(s, t)) v_s
+                       + (q_t a(j_0, t)) E_j)
+        E_j = sum_{i<j} A(i, j) S_i
+
+    where a(s, t) = prod_{r=s+1}^{t} alpha_r (a(j_0, t) from the state
+    entering chunk j, tokens j_0..t) and A(i, j) the decay over the chunks
+    strictly between i and j: the states entering every chunk come from one
+    masked (n x n) product instead of a scan over chunks. Every exponent is
+    a sum over its own segment (:func:`segment_sums`).
+
+    Args:
+        q, k, g (Tensor): (B, H, T, d_k), float; g the log-gates <= 0.
+        v (Tensor): (B, H, T, d_v).
+        scale (float): Query scale.
+        chunk_size (int): L. Defaults to 16.
+
+    Returns:
+        Tensor: (B, H, T, d_v).
+    """
+    B, H, T, d_k = q.shape
+    d_v = v.shape[-1]
+    L = chunk_size
+    pad = -T % L
+    # Zero tokens with zero log-gates after the real ones change no output.
+    q, k, v, g = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v, g))
+    n = (T + pad) // L
+    q, k, g = (t.reshape(B, H, n, L, d_k) for t in (q, k, g))
+    v = v.reshape(B, H, n, L, d_v)
+    within = segment_sums(g).exp()  # (B, H, n, L, L, d_k)
+    out = (q.unsqueeze(4) * k.unsqueeze(3) * within).sum(-1) @ v
+    # Decays from the chunk's start (incl. its first token) to each token,
+    # and from after each token to the chunk's end.
+    from_start = g.cumsum(3).exp()
+    after = F.pad(g[:, :, :, 1:], (0, 0, 0, 1))  # g_{t+1}, 0 at the end
+    to_end = after.flip(3).cumsum(3).flip(3).exp()
+    summaries = (k * to_end).transpose(-2, -1) @ v  # (B, H, n, d_k, d_v)
+    totals = g.sum(3)  # (B, H, n, d_k)
+    # A(i, j) = the segment sum from chunk i to chunk j - 1: shift one row.
+    spans = segment_sums(totals)  # (B, H, n, n, d_k)
+    no_state = torch.full_like(spans[:, :, :1], float('-inf'))
+    across = torch.cat([no_state, spans[:, :, :-1]], dim=2).exp()
+    # E_j[c] = sum_i across[j, i, c] S_i[c]: one matmul per channel c.
+    entering = across.permute(0, 1, 4, 2, 3) @ summaries.transpose(2, 3)
+    entering = entering.transpose(2, 3)  # (B, H, n, d_k, d_v)
+    out = out + (q * from_start) @ entering
+    return out.reshape(B, H, n * L, d_v)[:, :, :T] * scale
+
+
+@fp32_accumulation(result_dtype_of='v')
+def bidirectional_gla_traceable(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g_fwd: Tensor,
+    g_bwd: Tensor,
+    scale: float,
+    chunk_size: int = TRACEABLE_CHUNK_SIZE,
+) -> Tensor:
+    """``(o^f + flip(o^b)) / 2`` by :func:`causal_gla_traceable`, both
+    directions stacked along the heads (a split of the batch would tie the
+    traced graph to one batch size): the export path of
+    ``bidirectional_gla`` (which checks the shapes and resolves ``scale``).
+
+    Args:
+        q, k (Tensor): (B, H, T, d_k).
+        v (Tensor): (B, H, T, d_v).
+        g_fwd, g_bwd (Tensor): Log-gates (B, H, T, d_k), token order.
+        scale (float): Query scale.
+        chunk_size (int): Tokens per chunk. Defaults to 16.
+
+    Returns:
+        Tensor: (B, H, T, d_v) in the dtype of ``v``.
+    """
+    H = q.shape[1]
+    o = causal_gla_traceable(
+        torch.cat([q, q.flip(2)], dim=1),
+        torch.cat([k, k.flip(2)], dim=1),
+        torch.cat([v, v.flip(2)], dim=1),
+        torch.cat([g_fwd, g_bwd.flip(2)], dim=1),
+        scale / 2,
+        chunk_size,
+    )
+    return o[:, :H] + o[:, H:].flip(2)

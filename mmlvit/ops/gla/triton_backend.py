@@ -1,32 +1,18 @@
 """The triton backend: bidirectional GLA by our fused Triton kernels
-(:mod:`.triton_kernels`), both directions in one pass over the tokens.
+(:mod:`.triton_kernels`, :mod:`.triton_chunk_kernels`,
+:mod:`.triton_backward_kernels`), both directions in one pass over the
+tokens, and its autograd Function.
 
 The gates enter as their cumulative sums within the chunks of 64 tokens
-(:func:`~.gates.within_chunks`; the GLA module's log-gate kernel writes
-them so), so that a span's gate sum is a difference of two entries and no
-kernel scans gates. Chunks are taken in one of three ways, by their gates'
-sums (see :mod:`.triton_chunk_kernels`): whole, every decay factored
-through the chunk's ends (the usual case), or by 16-token sub-blocks whose
-diagonals are factored or, for the strongest gates, exact. Forward: one
-launch scans the chunk states of both directions (``chunk_states_kernel``,
-grid (K / 32, 1, 2 B H)), one computes the outputs of the chunks taken
-whole (``chunk_fwd_kernel``, grid (V / 64, T / 64, B H)) and one those of
-the others (``bigla_fwd_kernel``, the same grid). Backward: the states and
-their gradients are rescanned; dq, dk, dv and the per-token gate gradients
-of the chunks taken whole come from three launches (``chunk_bwd_kernel``,
-grid (T / 64, B H): dq, dk, dv), those of the others from two more
-(``bigla_bwd_kernel``, the same grid: factored diagonals, then exact ones);
-one launch adds to each chunk's edge token the gate gradient terms of the
-chunks beyond it (the gradients of the cumulative gates; the sums within
-chunks are the log-gates'). The launches for one kind of chunk return at
-once for the others. Only q, k, v and the gates' inputs are saved (the
-gates are recomputed from them); the per-chunk states, (2, B, H, T / 64,
-d_k, d_v), live during one pass. They are scanned in fp32 and stored in the
-dtype of q, k, v: every kernel that reads them rounds them to it as an
-operand of a product anyway, so storing them rounded changes no result and
-halves their traffic with half-precision inputs. Fixed launch
-configurations, no autotuning (the state scan's loop copies chunks ahead
-only in grids of few programs: two compiled forms).
+(:func:`~.gates.within_chunks`), so that a span's gate sum is a difference
+of two entries and no kernel scans gates. Forward: the chunk states of
+both directions (one launch), then the outputs of the chunks taken whole
+and of the others (one launch each). Backward rescans the states and
+their gradients, then dq, dk, dv and the gate gradients of both kinds of
+chunk, then one launch carries the gate gradients across chunks. Only q,
+k, v and the gates' inputs are saved (the gates are recomputed). Fixed
+launch configurations, no autotuning; the launch sequence, grids, state
+storage and measurements are in README.md.
 """
 
 import functools
@@ -38,9 +24,9 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..heads import qkv_gradients
-from ..recompute import leaf_grads, rerun_with_grad
-from ..triton_runtime import (
+from ..common.heads import qkv_gradients
+from ..common.recompute import leaf_grads, rerun_with_grad
+from ..common.triton_runtime import (
     compute_capability,
     fused_entry,
     interpreting,
@@ -48,37 +34,21 @@ from ..triton_runtime import (
     platform_reason,
     shared_memory_reason,
 )
-from .arguments import check_shapes
 from .gates import within_chunks
+from .naive import check_shapes
 
 # Tokens per chunk and per sub-block (the diagonal blocks of exact decays).
 CHUNK = 64
 SUB_BLOCK = 16
 # Largest head width: the output and gradient kernels hold all d_k (and,
-# backward, all d_v) channels of a sub-block. Heads of 65-128 channels
-# (a 128-wide tile) would make the sub-block gradient kernel need more
-# shared memory than one program may have in fp16 and fp32 (sm_90) and in
-# bf16 (sm_80) (tools/analysis/kernel_resources.py --head-width 128).
+# backward, all d_v) channels of a sub-block; 128-wide tiles would need
+# more shared memory than one program may have.
 MAX_HEAD_DIM = 64
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-# Fixed launch configuration of each kernel (Triton's launch options;
-# sm_90, bf16, d = 64, tools/analysis/kernel_resources.py). Registers a
-# thread and spilled bytes (Triton 3.8): the whole-chunk kernels at 4
-# warps, forward 200 / 0, backward (dq, dk, dv) 255 / 40, 255 / 208,
-# 216 / 0, straight-line code: two programs a multiprocessor, and 22-32 %
-# fewer instructions a program than at 8 warps (146-230 registers, no
-# spill, one program); the sub-blocks at 8, forward 189 / 0, backward
-# 255 / 0 (factored diagonals) and 255 / 152 (exact, a (16, 16, d_k)
-# decay tile), where 4 would spill 120 and 976 bytes; the state scan at
-# 8, 63 / 0 (:func:`states_launch`), in blocks of 32 key channels by
-# every value channel: an iteration runs about the instructions of a
-# 32 x 32 block's (the keys' decays are the key channels' work), so half
-# the programs do the scan.
-# The sub-block launches' loops over the other sub-blocks (at most three
-# iterations) copy nothing ahead (num_stages=1): with Triton's default of
-# three stages they ran more instructions and took more shared memory
-# (the gradient's, fp32 on sm_80: 173,056 bytes, over the 163 KiB a
-# program may have; 132,096 with one).
+# Fixed launch configuration of each kernel (Triton's launch options): the
+# whole-chunk kernels at 4 warps (straight-line code, two programs a
+# multiprocessor), the sub-block kernels at 8 (4 would spill) with loops
+# that copy nothing ahead, the state scan at 8 (README.md).
 LAUNCH = {
     'states': dict(num_warps=8),
     'whole_forward': dict(num_warps=4),
@@ -87,10 +57,8 @@ LAUNCH = {
     'backward': dict(num_warps=8, num_stages=1),
     'gate_grad': dict(num_warps=4),
 }
-# Warps of the whole-chunk kernels on GPUs other than sm_90: at 4 warps
-# ptxas kept dk's fp32 kernel for sm_80 in 32 registers and 9 KB of local
-# memory a thread, and the others spilled more than at 8 (sm_80 and
-# sm_86: up to 1,130 bytes a thread, against up to 650).
+# Warps of the whole-chunk kernels on GPUs other than sm_90, where 4
+# warps spill more.
 WHOLE_WARPS_ELSEWHERE = 8
 
 
@@ -160,11 +128,8 @@ def launch_options(kind, capability):
 def states_launch(programs):
     """The state scan's launch options for a grid of ``programs``: its
     loop over the chunks copies nothing ahead where there are many
-    (:func:`~..triton_runtime.num_stages`). At one stage it runs 230
-    instructions a warp an iteration, 440 for the rest, at 63 registers
-    a thread (32 resident warps); at Triton's default of three, 283 and
-    704 at 64 (24), which pays where a multiprocessor has one program
-    or two, as at 2048 px and batch 2 (96 programs; sm_90, bf16)."""
+    (:func:`~..common.triton_runtime.num_stages`), and copies ahead where
+    a multiprocessor has one program or two."""
     return dict(LAUNCH['states'], num_stages=num_stages(programs))
 
 

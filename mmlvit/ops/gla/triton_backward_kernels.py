@@ -1,15 +1,15 @@
 """Backward Triton kernels of the fused bidirectional GLA: dq, dk, dv and
 the per-token gate gradient terms of one chunk (both directions), then
 the terms of the chunks beyond each chunk added at its edge. Notation,
-layout and the decay factoring as in :mod:`.triton_kernels`, whose tile
-helpers these share.
+layout and the decay factoring as in :mod:`.triton_kernels`; the tile
+helpers are :mod:`.triton_parts`'.
 """
 
 import triton
 import triton.language as tl
 
-from ..triton_math import exp
-from .triton_kernels import (
+from ..common.triton_math import exp
+from .triton_parts import (
     EXACT_DIAGONALS,
     FACTORED_DIAGONALS,
     SIZES,

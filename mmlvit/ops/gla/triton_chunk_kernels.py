@@ -19,8 +19,8 @@ H, NT)) one of WHOLE_CHUNK (taken here), FACTORED_DIAGONALS (every
 import triton
 import triton.language as tl
 
-from ..triton_math import exp
-from .triton_kernels import (
+from ..common.triton_math import exp
+from .triton_parts import (
     FACTORED_DIAGONALS,
     SIZES,
     WHOLE_CHUNK,

@@ -1,39 +1,24 @@
-"""Triton kernels of the fused bidirectional GLA (docs/operators.md, GLA).
+"""Sub-block Triton kernels of the fused bidirectional GLA
+(docs/operators.md, GLA): the chunk states of both directions and the
+outputs of the chunks not taken whole.
 
 Per head, tokens are cut into chunks of BT (64) tokens and chunks into NC
 sub-blocks of BC (16). The kernels take the log-gates (<= 0) as their
-inclusive cumulative sums within each chunk (:func:`within_chunks` of
-:mod:`.gates`): ``cf`` of the forward gates gf from the chunk's start,
-``cb`` of the backward gates gb from its end, fp32 (B, H, T, d_k). A
-span's gate sum is a difference of two of their entries, a chunk's sum one
-entry (cf at its last token, cb at its first), so no kernel sums gates
-over tokens (a scan across the program's warps). Within a chunk, with
-``cf`` / ``cb`` here their inclusive cumulative sums within a sub-block,
-forwards / backwards::
+inclusive cumulative sums within each chunk (:func:`~.gates.within_chunks`):
+``cf`` of the forward gates gf from the chunk's start, ``cb`` of the
+backward gates gb from its end, fp32 (B, H, T, d_k). A span's gate sum is
+a difference of two of their entries, a chunk's sum one entry, so no
+kernel sums gates over tokens. Within a chunk, forwards / backwards::
 
     o_t = scale (q_t exp(bf_t) S^f_c + q_t exp(rb_t) S^b_c + sum_s A_ts v_s)
     A_ts = sum_c q_tc k_sc (exp(bf_t - bf_s) [s <= t]
                             + exp(rb_t - rb_s) [s >= t])
 
-where bf_t = sum of gf over the chunk's tokens <= t, rb_t = sum of gb over
-its tokens >= t, S^f_c the forward state entering chunk c (keys before it,
-decayed to its first token's predecessor) and S^b_c the backward one (keys
-after it, decayed to its last token's successor). Both directions share
-every load; the backward direction is index arithmetic, no flipped copy.
-
-Chunks whose gates allow it are taken whole instead, every decay factored
-through the chunk's ends (:mod:`.triton_chunk_kernels`); the kernels here
-take the others. Off-diagonal sub-blocks factor the decay at a point
-between the query and key sub-blocks (the queries' and keys' factors are
-both decays, exponents <= 0), and states are carried decayed to the chunk
-boundary. A diagonal sub-block whose gates sum to at least -FACTOR_LIMIT
-in every channel and direction (at the module's gate temperature of 16,
-unless its gate logits average below about -30) is factored through its
-own ends, two products on tensor cores (:func:`_factored_scores`): the
-queries' factors are decays, the keys' at most exp(FACTOR_LIMIT). Any
-other takes the exact decays of every (query, key, channel) at once (a
-(BC, BC, d_k) tile, :func:`_diagonal_decays`, exponents <= 0), so no gates
-overflow.
+with bf_t / rb_t the gate sums over the chunk's tokens <= t / >= t and
+S^f_c / S^b_c the states entering chunk c from before / after it. Both
+directions share every load; the backward direction is index arithmetic,
+no flipped copy. How the decays are factored (whole chunks, factored or
+exact diagonal sub-blocks) is in README.md.
 
 Tensors are (B, H, T, d) with any strides. ``DT`` is the dtype of q, k, v;
 ``DOT`` the dtype handed to ``tl.dot`` (``DT`` on a GPU; fp32 holding
@@ -44,242 +29,22 @@ wrong), so operands are rounded to ``DT`` first either way.
 import triton
 import triton.language as tl
 
-from ..triton_math import exp
-
-# Sizes that vary between calls are not specialised on (e.g. B = 1), so one
-# compilation per dtype and head width serves every batch and length.
-SIZES = ['T', 'B', 'H', 'NT']
-# Largest |gate sum| over a diagonal sub-block (per channel and direction)
-# for which it is factored through its ends: keys then grow by at most
-# e^30 (1e13), far inside the range of fp32, bf16 and tf32 products.
-FACTOR_LIMIT = tl.constexpr(30.0)
-# How a chunk is taken, by the gates' sums (2 implies 1): whole (all its
-# decays factored through its ends), or by sub-blocks with their diagonals
-# factored, or with exact diagonals.
-WHOLE_CHUNK = tl.constexpr(2)
-FACTORED_DIAGONALS = tl.constexpr(1)
-EXACT_DIAGONALS = tl.constexpr(0)
-
-
-@triton.jit
-def _tile(ptr, rows, cols, stride_t, stride_d, T, D):
-    """Load ``ptr[rows, cols]`` as fp32, zero outside (T, D)."""
-    mask = (rows[:, None] < T) & (cols[None, :] < D)
-    offsets = rows[:, None] * stride_t + cols[None, :] * stride_d
-    return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-
-
-@triton.jit
-def _gate_row(ptr, row, valid, ks, stride_t, stride_d, K):
-    """Row ``row`` (a scalar) of cumulative gates as fp32 (BK,), zero
-    where ``valid`` (a scalar) is false or outside K."""
-    mask = (ks < K) & valid
-    return tl.load(ptr + row * stride_t + ks * stride_d, mask=mask, other=0.0)
-
-
-@triton.jit
-def _gates_tile(
-    ptr, rows, ks, stride_t, stride_d, T, K, FROM_START: tl.constexpr
-):
-    """Cumulative gates at ``rows``, (rows, BK) fp32: cf (``FROM_START``)
-    or cb. Past T the gates count as 0: cf keeps its last token's value
-    (so exp(-cf) stays finite where the tokens are 0), cb is 0. That value
-    goes in by a select after the load, not by clamped rows (which make
-    every element its own load) nor by the load's mask alone, even where
-    the values past T do not matter: compiled (sm_90, bf16), the kernels
-    then convert fewer layouts where these tiles' exponentials meet the
-    products' operands (the whole-chunk dv 1,504 instructions a warp and
-    179 registers; 2,384, 255 and a spill with masked loads alone).
-    """
-    tile = _tile(ptr, rows, ks, stride_t, stride_d, T, K)
-    if FROM_START:
-        last = _gate_row(ptr, T - 1, True, ks, stride_t, stride_d, K)
-        return tl.where(rows[:, None] < T, tile, last[None, :])
-    return tl.where(rows[:, None] < T, tile, 0.0)
-
-
-@triton.jit
-def _chunk_totals(cf, cb, i_c, ks, sft, sfd, sgt, sgd, T, K, BT: tl.constexpr):
-    """Gate sums (BK,) of chunk ``i_c``, forwards and backwards: cf at its
-    last token, cb at its first."""
-    last = tl.minimum(i_c * BT + BT, T) - 1
-    tf = _gate_row(cf, last, True, ks, sft, sfd, K)
-    return tf, _gate_row(cb, i_c * BT, True, ks, sgt, sgd, K)
-
-
-@triton.jit
-def _block_gates(
-    cf, cb, start, j, ks, sft, sfd, sgt, sgd, T, K,
-    BC: tl.constexpr, NC: tl.constexpr,
-):  # fmt: skip
-    """Sub-block ``j`` of the chunk starting at token ``start``: its
-    inclusive cumulative gates within it, forwards and backwards (BC, BK),
-    their sums (BK,), and the chunk's gf summed before it and gb after it
-    (BK,), which they are the chunk's less: cf_j, tf_j, cb_j, tb_j,
-    before, after."""
-    first = start + j * BC
-    rows = first + tl.arange(0, BC)
-    before = _gate_row(cf, tl.minimum(first, T) - 1, j > 0, ks, sft, sfd, K)
-    end = tl.minimum(first + BC, T) - 1
-    tf = _gate_row(cf, end, True, ks, sft, sfd, K)
-    beyond = (first + BC < T) & (j < NC - 1)
-    after = _gate_row(cb, first + BC, beyond, ks, sgt, sgd, K)
-    tb = _gate_row(cb, first, first < T, ks, sgt, sgd, K)
-    cf_j = _gates_tile(cf, rows, ks, sft, sfd, T, K, True) - before[None, :]
-    cb_j = _gates_tile(cb, rows, ks, sgt, sgd, T, K, False) - after[None, :]
-    return cf_j, tf - before, cb_j, tb - after, before, after
-
-
-@triton.jit
-def _chunk_state(ptr, direction, i_bh, i_c, B, H, NT, ks, vs, K, V):
-    """The (BK, BV) tile ``ptr[direction, i_bh, i_c]`` of a (2, B * H, NT,
-    K, V) buffer of chunk states (in ``DT``, an operand of products only),
-    zero outside (K, V)."""
-    index = (direction * B * H + i_bh).to(tl.int64) * NT + i_c
-    offsets = index * K * V + ks[:, None] * V + vs[None, :]
-    mask = (ks[:, None] < K) & (vs[None, :] < V)
-    return tl.load(ptr + offsets, mask=mask, other=0.0)
-
-
-@triton.jit
-def _put(ptr, x, rows, cols, stride_t, stride_d, T, D):
-    """Store ``x`` to ``ptr[rows, cols]`` inside (T, D)."""
-    mask = (rows[:, None] < T) & (cols[None, :] < D)
-    offsets = rows[:, None] * stride_t + cols[None, :] * stride_d
-    tl.store(ptr + offsets, x.to(ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _mm(a, b, DT: tl.constexpr, DOT: tl.constexpr):
-    """``a @ b`` with both operands rounded to DT, accumulated in fp32."""
-    return tl.dot(a.to(DT).to(DOT), b.to(DT).to(DOT), out_dtype=tl.float32)
-
-
-@triton.jit
-def _mm_wide(a, b, DT: tl.constexpr, DOT: tl.constexpr):
-    """:func:`_mm` for the factored diagonal sub-blocks, whose key factors
-    reach e^FACTOR_LIMIT: fp16 inputs multiply as tf32 (fp16's mantissa,
-    fp32's range), bf16 and fp32 ones as :func:`_mm` (fp32's range
-    already; rounded to bf16 like the off-diagonal sub-blocks' products)."""
-    if DT == tl.float16:
-        return tl.dot(a, b, input_precision='tf32', out_dtype=tl.float32)
-    return _mm(a, b, DT, DOT)
-
-
-@triton.jit
-def _triangles(BC: tl.constexpr):
-    """(BC, BC) masks [query t, key s] of s <= t and s >= t."""
-    sub = tl.arange(0, BC)
-    return sub[None, :] <= sub[:, None], sub[None, :] >= sub[:, None]
-
-
-@triton.jit
-def _factorable(tf, tb):
-    """Whether diagonal sub-blocks with gate totals ``tf``, ``tb`` (BK,),
-    or (NC, BK) for a chunk's NC sub-blocks, are all factored through their
-    ends (:data:`FACTOR_LIMIT`): a scalar, the same for the whole
-    program."""
-    return tl.min(tl.minimum(tf, tb)) >= -FACTOR_LIMIT
-
-
-@triton.jit
-def _decay_to_end(c, total):
-    """exp(total - c), (rows, BK): the decay from each token to the far end
-    of its span, with ``c`` the inclusive cumulative gates from the near
-    end and ``total`` (BK,) their sum (clamped at 0 against rounding)."""
-    return exp(tl.minimum(total[None, :] - c, 0.0))
-
-
-@triton.jit
-def _factored_direction_scores(
-    q, k, c, mask, DT: tl.constexpr, DOT: tl.constexpr
-):  # fmt: skip
-    """One direction's part of A_ts over a factorable span, (rows, rows)
-    fp32, zero outside ``mask``: q_t k_s exp(c_t - c_s) as one product of
-    q exp(c) and k exp(-c), with ``c`` the direction's inclusive
-    cumulative gates from the span's near end."""
-    return _masked_scores(q * exp(c), k * exp(-c), mask, DT, DOT)
-
-
-@triton.jit
-def _masked_scores(
-    queries, keys, mask, DT: tl.constexpr, DOT: tl.constexpr
-):  # fmt: skip
-    """queries keys^T (:func:`_mm_wide`), (rows, rows) fp32, zero outside
-    ``mask``: the scores of decayed queries and keys."""
-    return tl.where(mask, _mm_wide(queries, tl.trans(keys), DT, DOT), 0.0)
-
-
-@triton.jit
-def _factored_scores(
-    q, k, cf, cb, BC: tl.constexpr, DT: tl.constexpr, DOT: tl.constexpr
-):  # fmt: skip
-    """A_ts of one :func:`_factorable` sub-block, (BC, BC) fp32:
-    exp(cf_t - cf_s) for s <= t, exp(cb_t - cb_s) for s >= t (both at s =
-    t), each direction by :func:`_factored_direction_scores`. ``q``,
-    ``k``, ``cf``, ``cb``: (BC, BK) as in :func:`_diagonal_decays`."""
-    lower, upper = _triangles(BC)
-    a = _factored_direction_scores(q, k, cf, lower, DT, DOT)
-    return a + _factored_direction_scores(q, k, cb, upper, DT, DOT)
-
-
-@triton.jit
-def _factored_query_grad(
-    da, k, c, mask, DT: tl.constexpr, DOT: tl.constexpr
-):  # fmt: skip
-    """dq of the (query, key) pairs in ``mask`` through one direction of a
-    factorable span, (rows, BK): exp(c) (da_mask (k exp(-c))), with ``da``
-    = scale do v^T (rows, rows) and ``c`` the direction's inclusive
-    cumulative gates from the span's near end (cf, or cb backwards)."""
-    dq = _mm_wide(tl.where(mask, da, 0.0), k * exp(-c), DT, DOT)
-    return dq * exp(c)
-
-
-@triton.jit
-def _factored_key_grad(
-    da, q, c, mask, DT: tl.constexpr, DOT: tl.constexpr
-):  # fmt: skip
-    """dk of the pairs in ``mask``, as :func:`_factored_query_grad`:
-    exp(-c) (:func:`_key_pair_sums`)."""
-    return _key_pair_sums(da, q, c, mask, DT, DOT) * exp(-c)
-
-
-@triton.jit
-def _key_pair_sums(
-    da, q, c, mask, DT: tl.constexpr, DOT: tl.constexpr
-):  # fmt: skip
-    """da_mask^T (q exp(c)), (rows, BK): dk of the pairs in ``mask``
-    before the keys' factor exp(-c)."""
-    da = tl.trans(tl.where(mask, da, 0.0))
-    return _mm_wide(da, q * exp(c), DT, DOT)
-
-
-@triton.jit
-def _diagonal_decays(cf, cb, BC: tl.constexpr):
-    """Exact decays between the tokens of one sub-block, (BC, BC, BK)
-    indexed [query t, key s, channel]: exp(cf_t - cf_s) (gf over (s, t])
-    for s < t, exp(cb_t - cb_s) (gb over [t, s)) for s > t, 1 for s = t.
-    ``cf`` / ``cb``: (BC, BK) inclusive cumulative gates, forwards /
-    backwards."""
-    t = tl.arange(0, BC)[:, None, None]
-    s = tl.arange(0, BC)[None, :, None]
-    forward = cf[:, None, :] - cf[None, :, :]
-    backward = cb[:, None, :] - cb[None, :, :]
-    return exp(tl.where(s < t, forward, tl.where(s > t, backward, 0.0)))
-
-
-@triton.jit
-def _diagonal_scores(q, k, decays, BC: tl.constexpr):
-    """A_ts of one sub-block, (BC, BC) fp32: sum_c q_tc k_sc decays_tsc,
-    doubled at s = t (both directions count a token's own key)."""
-    a = tl.sum(q[:, None, :] * k[None, :, :] * decays, 2)
-    sub = tl.arange(0, BC)
-    return tl.where(sub[:, None] == sub[None, :], 2.0 * a, a)
-
-
-@triton.jit
-def _base(ptr, i_b, i_h, stride_b, stride_h):
-    return ptr + i_b.to(tl.int64) * stride_b + i_h.to(tl.int64) * stride_h
+from ..common.triton_math import exp
+from .triton_parts import (
+    SIZES,
+    _base,
+    _block_gates,
+    _chunk_state,
+    _chunk_totals,
+    _diagonal_decays,
+    _diagonal_scores,
+    _factorable,
+    _factored_scores,
+    _gates_tile,
+    _mm,
+    _put,
+    _tile,
+)
 
 
 @triton.jit(do_not_specialize=SIZES)
@@ -332,9 +97,7 @@ def chunk_states_kernel(
         b_x = _tile(x, rows, ks, sxt, sxd, T, K)
         b_y = _tile(y, rows, vs, syt, syd, T, V)
         # One of the two tile loads is fully masked: no branch in the loop.
-        # Both directions' gate sums are read and one kept (masked by
-        # direction, the loop took 59 % more instructions and, with Triton
-        # 3.6, 141 registers, not 58).
+        # Both directions' gate sums are read and one kept (README.md).
         cum = _tile(g0, rows, ks, s0t, s0d, T * (1 - i_dir), K)
         cum += _tile(g1, rows, ks, s1t, s1d, T * i_dir, K)
         if INCLUSIVE:  # g0 = cb, g1 = cf
@@ -389,7 +152,7 @@ def bigla_fwd_kernel(
     state_b = _chunk_state(states, 1, *chunk)
     strides = (ks, sft, sfd, sgt, sgd, T, K)
     # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
-    # several sub-blocks' tiles live at once and spills (kernel_resources).
+    # several sub-blocks' tiles live at once and spills.
     # With cf, cb the chunk's cumulative gates, a decay from token s to t is
     # exp(cf_t - cf_s) (s < t) or exp(cb_t - cb_s) (s > t).
     for r in range(NC):

@@ -1,11 +1,11 @@
 """TTT's depthwise 3x3 conv inner model as autograd Functions, on the
-depthwise-convolution kernels (:mod:`mmlvit.ops.depthwise_conv.kernels`).
+depthwise-convolution kernels (:mod:`mmlvit.ops.common.depthwise_kernels`).
 
 The inner step's raw sums R[t] = sum_p k[nbr_t(p)] v[p] are the weight
 gradient of a convolution of k with output gradient v, so every launch is
 one of those kernels: :class:`ConvSums` (k, v -> R, fp32 (B, 9, d);
 backward dv = conv(k; dR), dk = the data gradient of v under dR) and
-:class:`~mmlvit.ops.recompute.OutputsOfStates` (q and a function giving
+:class:`~mmlvit.ops.common.recompute.OutputsOfStates` (q and a function giving
 the stepped kernel W3' (B, 9, d), which calls ConvSums and takes the
 clipped step in PyTorch -> o = conv(q; W3'); :class:`ConvLaunch` runs its
 kernels). Saved for backward: q, k, v (views of the caller's tensors) and
@@ -16,10 +16,10 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..depthwise_conv.function import GridLaunch
-from ..recompute import OutputsOfStates
-from ..triton_runtime import fused_entry
-from .reference import normalised
+from ..common.depthwise_function import GridLaunch
+from ..common.recompute import OutputsOfStates
+from ..common.triton_runtime import fused_entry
+from .naive import normalised
 
 
 class ConvLaunch(GridLaunch):

@@ -4,7 +4,7 @@
 Three Functions: :class:`StepSums` (k, v, W1, W2 -> the inner gradients'
 raw sums R1, R2, fp32 (B, H, d, d)), :class:`ClippedStep` (W, R -> the
 norm-clipped step W', fp32 (B, H, d, d)) and
-:class:`~mmlvit.ops.recompute.OutputsOfStates` (q and a function giving
+:class:`~mmlvit.ops.common.recompute.OutputsOfStates` (q and a function giving
 W1', W2' from the other two -> o; :class:`SwiGLULaunch` runs its kernels).
 Forward is one reduction over token ranges (partial sums added up in
 fp32), one step launch per weight and one output launch; backward one
@@ -19,15 +19,15 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..fused_linear.function import (
+from ..common.linear_launch import (
     Launch,
     _empty_heads,
     _strides,
     _unit_last_stride,
     _width,
 )
-from ..recompute import OutputsOfStates
-from ..triton_runtime import compute_capability, fused_entry, num_stages
+from ..common.recompute import OutputsOfStates
+from ..common.triton_runtime import compute_capability, fused_entry, num_stages
 from . import swiglu_kernels as kernels
 
 # Each program holds up to six fp32 d x d matrices (W1, W2, two sums or
@@ -36,23 +36,15 @@ from . import swiglu_kernels as kernels
 # that within the registers (about 200 per thread at d = 64).
 NUM_WARPS = 8
 BLOCK_N = 32
-# On sm_80 (A100) ptxas's default optimisation (-O3) gives up on TTT's
-# gradient kernels with fp32 inputs and settles on 32 registers a thread,
-# the rest in local memory (11-19 KB a thread; Triton 3.6 and 3.8). At -O1
-# they keep 255 registers (4-8 KB of stack) and run about 2x fewer
-# instructions. With bf16 / fp16 inputs -O3 does not fall back and -O1
-# spills more (tools/analysis/kernel_resources.py --arch 80).
+# On sm_80 the gradient kernels with fp32 inputs compile at ptxas -O1:
+# at -O3 ptxas falls back to 32 registers a thread (README.md).
 SM80_PTXAS_OPTIONS = '--opt-level 1'
 # The gradient kernels load one token tile ahead (2 stages), not two:
-# Triton's default of 3 takes another tile's shared memory, which the
-# key-value gradient in fp16 does not have on an A100 (164 KiB against
-# 163), and runs more instructions in every dtype.
+# Triton's default of 3 needs more shared memory than an A100 has for the
+# key-value gradient in fp16.
 GRAD_NUM_STAGES = 2
-# The query gradient with half-precision tokens on sm_90 at 4 warps: 214-222
-# registers a thread, no spill, two programs a multiprocessor (the same 8
-# resident warps as one program of 8 at 129-158 registers) and 19-20 %
-# fewer warp instructions a program (Triton 3.6 and 3.8, bf16 and fp16).
-# With fp32 tokens it spills 1.3-1.9 KB at 4 warps against 0.2-0.5 at 8.
+# The query gradient with half-precision tokens on sm_90 at 4 warps: no
+# spill and fewer instructions a program than at 8 (README.md).
 QUERY_GRAD_HALF_WARPS_SM90 = 4
 
 
@@ -60,7 +52,7 @@ class SwiGLULaunch(Launch):
     """One call's kernel launches (:class:`Launch`'s shapes, tile widths
     and token splits, one segment); its states are the stepped weights
     W1', W2' (fp32 (B, H, d, d)), for
-    :class:`~mmlvit.ops.recompute.OutputsOfStates`.
+    :class:`~mmlvit.ops.common.recompute.OutputsOfStates`.
 
     Args:
         q (Tensor): (B, H, N, d) queries (or keys: shapes and dtype).
@@ -77,8 +69,7 @@ class SwiGLULaunch(Launch):
         """The kernels' compile-time options, ``extra`` over them. fp32
         inputs multiply as three tf32 products (fp32's accuracy on tensor
         cores): at 'ieee' the compiler keeps these kernels' product tiles
-        in local memory (2-10 KB a thread on sm_90;
-        tools/analysis/kernel_resources.py). Their loops copy nothing ahead
+        in local memory (README.md). Their loops copy nothing ahead
         where the grid has many programs (``num_stages``)."""
         precision = self.constants['PRECISION']
         options = dict(
@@ -202,7 +193,7 @@ class StepSums(torch.autograd.Function):
 class ClippedStep(torch.autograd.Function):
     """Learned W (1 or B, H, d, d), raw sums R (B, H, d, d) fp32 and the
     factor f -> W' = W - G / (||G|| + 1), G = f R, the norm over the
-    input axis (:func:`.reference.normalised`), fp32 (B, H, d, d): one
+    input axis (:func:`.naive.normalised`), fp32 (B, H, d, d): one
     launch each way (:func:`.swiglu_kernels.step_kernel`). Saves R."""
 
     @staticmethod

@@ -19,7 +19,7 @@ weights, Z1 = k W1, Z2 = k W2, silu' the derivative of silu:
   each one pass over the head's d x d matrices.
 
 Every N-sized intermediate (Z, the SiLU terms, their gradients) is fp32 in
-registers; products as in :mod:`mmlvit.ops.fused_linear.kernels`
+registers; products as in :mod:`mmlvit.ops.common.tiles`
 (``PRECISION``); q, k, v and their gradients keep the input dtype, tensors
 are addressed through their strides (views of a ``qkv`` projection). d x d
 matrices are fp32 and contiguous: the learned W (index h, or b*H + h when
@@ -30,10 +30,10 @@ sums (index bh * splits + split).
 import triton
 import triton.language as tl
 
-from ..fused_linear.kernels import _dot, _range_tokens, _store, _tile
-from ..triton_math import sigmoid
+from ..common.tiles import _dot, _range_tokens, _store, _tile
+from ..common.triton_math import _silu_terms, sigmoid
 
-# Not specialised on, as in fused_linear.kernels: the head width D is.
+# Not specialised on, as in common.linear_kernels: the head width D is.
 SIZES = ['H', 'N']
 
 
@@ -80,13 +80,6 @@ def _step_squares(
     w1, w2 = _learned_weights(w1_ptr, w2_ptr, bh, H, D, W_PER_BATCH, BLOCK_D)
     dr1 = _load_square(dr1_ptr, bh, D, BLOCK_D)
     return w1, w2, dr1, _load_square(dr2_ptr, bh, D, BLOCK_D)
-
-
-@triton.jit
-def _silu_terms(z):
-    """silu(z) and silu'(z) = s (1 + z (1 - s)), s = sigmoid(z)."""
-    s = sigmoid(z)
-    return z * s, s * (1.0 + z * (1.0 - s))
 
 
 @triton.jit(do_not_specialize=SIZES + ['splits', 'tiles_per_split'])
@@ -201,7 +194,7 @@ def key_value_grad_kernel(
     cache): held, the tensor cores' copies of them and of their transposes
     live in shared memory for the whole loop, which for fp32 products
     ('tf32x3': two parts of each) is more than one program may have
-    (sm_90: 321 KiB against 227; tools/analysis/kernel_resources.py).
+    (README.md).
 
     With A = v * silu(Z2), Bm = v * Z1 * silu'(Z2), dA = k dR1,
     dBm = k dR2: dv = dA * silu(Z2) + dBm * Z1 * silu'(Z2),

@@ -96,7 +96,7 @@ def test_a_launch_counts_the_distinct_bytes_it_moves():
 def test_token_splits_as_at_a_batch(heads, tiles, batch_size):
     """One and two images split a reduction's tokens as ``batch_size``
     would, not as far as their few programs would on their own."""
-    from mmlvit.ops.fused_linear import function
+    from mmlvit.ops.common import linear_launch as function
 
     at_batch = function.token_splits(tiles, batch_size * heads)
     for images in (1, 2):

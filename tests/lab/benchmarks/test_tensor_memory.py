@@ -11,7 +11,7 @@ from tool_runs import run_ok
 from torch import nn
 
 from lab.benchmarks import tensor_memory
-from mmlvit.ops.recompute import recomputed
+from mmlvit.ops.common.recompute import recomputed
 
 FLOAT = 4
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..precision import fp32_accumulation
+from ..common.precision import fp32_accumulation
 
 TTT_INNER_SCALE = 9**-0.5
 

@@ -17,13 +17,10 @@ import torch
 FULL_SHARED_MEMORY = 163 * 1024
 BF16_SHARED_MEMORY = 99 * 1024
 # Programs of a launch from which its loops over token tiles copy nothing
-# ahead (num_stages=1). Triton's default, three stages, copies the next two
-# iterations' tiles into shared memory while one computes: our kernels'
-# loop bodies then ran 13-55 % more instructions and some took more registers
-# (fewer resident warps; sm_90, bf16, tools/analysis/kernel_resources.py).
-# Copying ahead hides a program's load latency behind its own work, which
-# pays where a multiprocessor has one program or two; with a few per
-# multiprocessor (an H100 / H200 has 132), the others run while one waits.
+# ahead (num_stages=1): copying ahead hides a program's load latency
+# behind its own work, which pays where a multiprocessor has one program
+# or two; with a few per multiprocessor the others run while one waits
+# (README.md).
 MANY_PROGRAMS = 512
 
 

@@ -4,8 +4,8 @@ the PyTorch reference."""
 import torch
 from torch import Tensor
 
-from ..tracing import exporting
-from ..triton_runtime import (
+from .tracing import exporting
+from .triton_runtime import (
     interpreting,
     platform_reason,
     shared_memory_reason,

@@ -23,9 +23,9 @@ and outputs keep their dtype.
 import triton
 import triton.language as tl
 
-from ..fused_linear.kernels import _range_tokens
+from .tiles import _range_tokens
 
-# Not specialised on, as in fused_linear.kernels: the channel count C is.
+# Not specialised on, as in common.linear_kernels: the channel count C is.
 SIZES = ['grid_h', 'grid_w', 'N']
 
 
@@ -79,8 +79,7 @@ def _weighted_taps(
     tile of the image at ``x_ptr``, fp32."""
     acc = tl.zeros((BLOCK_N, BLOCK_C), tl.float32)
     # A loop, not unrolled here: unrolled, the 5x5 kernels hoist all 25
-    # taps' loads and spill; the compiler unrolls the 3x3 conv's 9 itself,
-    # whose tiles fit in registers (tools/analysis/kernel_resources.py).
+    # taps' loads and spill; the compiler unrolls the 3x3 conv's 9 itself.
     for tap in range(KS * KS):
         at = KS * KS - 1 - tap if FLIP else tap
         x = _shifted_tile(

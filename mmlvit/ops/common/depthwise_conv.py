@@ -1,13 +1,13 @@
 """Depthwise KS x KS convolution on token grids (MHLA's value conv), with
 fused Triton kernels that read token-major tensors in place
-(:mod:`.kernels`, also the kernels of TTT's conv head), and the choice
-between them and PyTorch's convolution."""
+(:mod:`.depthwise_kernels`, also the kernels of TTT's conv head), and the
+choice between them and PyTorch's convolution."""
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..fused_linear import use_fused
+from .dispatch import use_fused
 
 
 def depthwise_conv(
@@ -21,7 +21,7 @@ def depthwise_conv(
         bias (Tensor, optional): (C,).
         backend (str): ``'auto'`` (fused on CUDA, PyTorch elsewhere and
             while exporting), ``'triton'`` or ``'torch'``; see
-            :func:`mmlvit.ops.fused_linear.use_fused`.
+            :func:`mmlvit.ops.common.dispatch.use_fused`.
 
     Returns:
         Tensor: (B, C, H, W). The fused path's is token-major and in x's
@@ -32,7 +32,7 @@ def depthwise_conv(
     # the device and the dtype are checked (on a one-column view); they
     # need a few KB of shared memory, which any GPU has.
     if use_fused(backend, x[..., :1], needs_shared_memory=False):
-        from .function import fused_depthwise_conv
+        from .depthwise_function import fused_depthwise_conv
 
         return fused_depthwise_conv(x, weight, bias)
     x = x.contiguous(memory_format=torch.channels_last)

@@ -1,4 +1,4 @@
-"""Launch code of :mod:`.kernels` and the depthwise convolution as an
+"""Launch code of :mod:`.depthwise_kernels` and the depthwise convolution as an
 autograd Function."""
 
 import torch
@@ -6,17 +6,13 @@ import triton
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..fused_linear.function import token_splits
-from ..triton_runtime import fused_entry
-from . import kernels
+from . import depthwise_kernels as kernels
+from .linear_launch import token_splits
+from .triton_runtime import fused_entry
 
-# A program holds fp32 tiles of BLOCK_N tokens x 64 channels and their
-# 64-bit addresses. Tiles of 32 at 8 warps: 32-50 registers a thread and
-# 32-64 resident warps (Triton 3.6: 32-54, 32-64); tiles of 64: 47-60 and
-# 32-40, for 17 % fewer instructions a token in the conv's tap loop and
-# as many in the weight gradient's (sm_90, bf16;
-# tools/analysis/kernel_resources.py). The kernels stream their taps from
-# the caches: resident warps hide that latency.
+# A program holds fp32 tiles of BLOCK_N tokens x 64 channels. The kernels
+# stream their taps from the caches: tiles of 32 at 8 warps keep the most
+# warps resident to hide that latency (README.md).
 BLOCK_N = 32
 NUM_WARPS = 8
 MAX_BLOCK_C = 64  # channels per program

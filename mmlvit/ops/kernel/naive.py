@@ -16,8 +16,7 @@ implementation applies phi to the raw projections).
 import torch.nn.functional as F
 from torch import Tensor
 
-from .fused_linear import use_fused
-from .precision import fp32_accumulation
+from ..common.precision import fp32_accumulation
 
 
 def _elu_plus_one(x):
@@ -55,64 +54,13 @@ def feature_map(x: Tensor, kernel: str) -> Tensor:
     return FEATURE_MAPS[kernel](x)
 
 
-def kernel_linear_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    kernel: str = 'elu',
-    eps: float = 1e-6,
-    backend: str = 'auto',
-) -> Tensor:
-    """Linear-time non-causal kernel attention.
-
-    Two paths compute it: fused Triton kernels (:mod:`.fused_linear`; CUDA,
-    fp32/bf16/fp16: feature maps, key-value summary and normaliser in fp32
-    registers, q, k, v read in their dtype and never copied) and
-    :func:`kernel_linear_attention_reference` (PyTorch, any device).
-
-    Args:
-        q (Tensor): Queries (B, h, N, d).
-        k (Tensor): Keys (B, h, N, d).
-        v (Tensor): Values (B, h, N, d_v).
-        kernel (str): Feature map, see :func:`feature_map`.
-        eps (float): Added to the denominator. Rows whose denominator is
-            0 (possible with ReLU) give a zero output.
-        backend (str): ``'auto'`` (fused on CUDA, the reference elsewhere
-            and while exporting), ``'triton'`` or ``'torch'``.
-
-    Returns:
-        Tensor: (B, h, N, d_v) in the dtype of ``v``.
-    """
-    check_kernel(kernel)
-    if use_fused(backend, q, k, v):
-        from .fused_linear.function import fused_linear_attention
-
-        return fused_linear_attention(q, k, v, kernel, eps)
-    return kernel_linear_attention_reference(q, k, v, kernel, eps)
-
-
-@fp32_accumulation(result_dtype_of='v')
-def kernel_linear_attention_reference(
-    q: Tensor, k: Tensor, v: Tensor, kernel: str = 'elu', eps: float = 1e-6
-) -> Tensor:
-    """:func:`kernel_linear_attention` in PyTorch ops, with autocast off
-    and the key-value summary, normaliser and output accumulated in at least
-    fp32; the result is cast back to the dtype of ``v``. Shapes as there.
-    """
-    phi_q = feature_map(q, kernel)
-    phi_k = feature_map(k, kernel)
-    kv = phi_k.transpose(-2, -1) @ v  # (B, h, d, d_v)
-    z = phi_k.sum(dim=-2)  # (B, h, d)
-    denominator = (phi_q @ z.unsqueeze(-1)) + eps  # (B, h, N, 1)
-    return (phi_q @ kv) / denominator
-
-
 @fp32_accumulation(result_dtype_of='q')
 def kernel_attention_map(
     q: Tensor, k: Tensor, kernel: str = 'elu', eps: float = 1e-6
 ) -> Tensor:
-    """The (B, h, N, N) map that :func:`kernel_linear_attention` applies to
-    the values: ``diag(phi(q) phi(k)^T 1 + eps)^-1 phi(q) phi(k)^T``.
+    """The (B, h, N, N) map that
+    :func:`~.dispatch.kernel_linear_attention` applies to the values:
+    ``diag(phi(q) phi(k)^T 1 + eps)^-1 phi(q) phi(k)^T``.
 
     O(N^2) memory, for analysis and map matching only. Computed in at least
     fp32 with autocast off and cast back to the dtype of ``q``.

@@ -1,35 +1,14 @@
-"""The fused linear attentions as autograd Functions (launch code for
-:mod:`.kernels`).
-
-An attention is two Functions: :class:`SegmentStates` (k, v -> the fp32
-states S, z, z_v of every segment of every head) and
-:class:`~mmlvit.ops.recompute.OutputsOfStates` (q and a function giving
-the states, which calls SegmentStates and, for MHLA, mixes its blocks'
-states -> o; :class:`Launch` runs its kernels). Each is two launches:
-forward one reduction over token ranges (partial sums added up in fp32)
-or one output launch, backward the matching gradient launch. Where every
-head's reduction is one program anyway (one segment, enough heads to fill
-the GPU: short sequences at a large batch), :class:`OneLaunchOutputs`
-runs the forward as one launch, the state kept in registers.
-Saved for backward: q, k, v (views of the caller's tensors, no copies);
-the states (one more reduction in backward) and the feature maps are
-recomputed.
+"""Launch code of the fused linear attentions (:mod:`.linear_kernels`):
+tile sizes, warps, token splits and grids of one call (:class:`Launch`).
+The launch constants' measurements are in this folder's README.md.
 """
 
 import torch
 import triton
-from torch import Tensor
-from torch.autograd.function import once_differentiable
 
-from ..heads import qkv_gradients
-from ..recompute import OutputsOfStates
-from ..triton_runtime import (
-    MANY_PROGRAMS,
-    fused_entry,
-    interpreting,
-    num_stages,
-)
-from . import kernels
+from . import linear_kernels as kernels
+from .heads import qkv_gradients
+from .triton_runtime import MANY_PROGRAMS, interpreting, num_stages
 
 MODES = {
     'elu': kernels.ELU,
@@ -39,21 +18,13 @@ MODES = {
     'mhla': kernels.MHLA,
 }
 BLOCK_N = 64  # tokens per tile
-# The state kernel: at 8 warps 78 registers a thread and 24 resident warps
-# (Triton 3.6 the same), no spill; with its loop copying two tiles ahead
-# (Triton's default), 102 and 16 (3.6: 109, 16), and at 4 warps 148 and 12
-# (sm_90, bf16, d = 64).
+# The state kernel's warps: the fewest registers a thread, no spill.
 NUM_WARPS = 8
 # The gradient kernels hold the state, its transpose and its gradient as
-# fp32 tiles beside the token tiles: at 4 warps they take 190 and 166
-# registers a thread (8 and 12 resident warps), at 8 128 and 81 (16 and
-# 16); no spill (sm_90, bf16, d = 64, tools/analysis/kernel_resources.py).
+# fp32 tiles: at 8 warps they keep twice the resident warps of 4.
 GRAD_NUM_WARPS = 8
-# The query-gradient kernel runs its token range in tiles of 32: 128-174
-# registers a thread in bf16 and fp16 with Triton 3.6 and 3.8 (8-16
-# resident warps), against 230-255 (8) for tiles of 64 at about the same
-# instructions a token (13-15 in bf16); no spill in the loop either way
-# (sm_90, d = 64, 8 warps).
+# The query gradient's tiles: 32 tokens halve its registers a thread
+# against 64 at about the same instructions a token.
 QUERY_GRAD_BLOCK_N = 32
 # Products of bf16 inputs: 'bf16' rounds their fp32 operands (feature
 # maps, states) to bf16 and runs the tensor cores at full rate; bf16 has
@@ -62,25 +33,16 @@ QUERY_GRAD_BLOCK_N = 32
 # (a key sum can pass fp16's range), fp32 ones at 'ieee'.
 BF16_PRODUCTS = 'bf16'
 # The one-launch forward (:meth:`Launch.attention`) holds a head's state
-# while it streams the head's tokens twice: tiles of 32 at 8 warps take 59
-# registers a thread (Triton 3.6: 62) and no spill, so 32 warps share a
-# multiprocessor (copying two tiles ahead, 74 and 24; tiles of 64 at 4
-# warps, 150 and 12; sm_90, bf16, d = 64,
-# tools/analysis/kernel_resources.py).
+# while it streams the head's tokens twice, in tiles of 32 at 8 warps.
 ONE_LAUNCH_BLOCK_N = 32
 ONE_LAUNCH_NUM_WARPS = 8
 # The output launch runs a segment's tokens in ranges of up to 8 tiles of
-# 32 with its state (16 KB of fp32 at d = 64, against 16 KB of a range's
-# bf16 queries) loaded once: at 8 warps 54 registers a thread and no
-# spill, 32 resident warps (Triton 3.6: 51, 32). Tiles of 64 took 128
-# registers (3.6: 174, 8 resident warps; in fp32 ptxas gave that kernel 32
-# registers and 4 KB of stack) for the same instructions per token
-# (sm_90, bf16, d = 64, tools/analysis/kernel_resources.py).
+# 32, its state loaded once a range.
 OUTPUT_BLOCK_N = 32
 OUTPUT_TILES = 8
 OUTPUT_NUM_WARPS = 8
 # Programs a reduction launch aims at (a few per multiprocessor, so that
-# its loops copy nothing ahead: :func:`~..triton_runtime.num_stages`):
+# its loops copy nothing ahead: :func:`~.triton_runtime.num_stages`):
 # segments are split into token ranges until B*H*SEGS*splits reaches it.
 TARGET_PROGRAMS = MANY_PROGRAMS
 
@@ -291,9 +253,8 @@ class Launch:
     @property
     def query_grad_constants(self):
         """The query-gradient kernel's compile-time options. Its loop
-        copies tiles ahead at any grid: with one stage Triton 3.6 gave it
-        129 registers a thread (8 resident warps) against 128 (16; sm_90,
-        bf16, d = 64)."""
+        copies tiles ahead at any grid (no ``num_stages``): one stage took
+        as many registers and halved its resident warps."""
         return dict(self.grad_constants, BLOCK_N=self.query_grad_block_n)
 
     def partials(self, device):
@@ -304,134 +265,3 @@ class Launch:
             torch.empty(*shape, self.BK, device=device),
             torch.empty(*shape, self.BV, device=device),
         )
-
-
-class SegmentStates(torch.autograd.Function):
-    """k (B, H, N, d_k), v (B, H, N, d_v) -> S (B*H, SEGS, BK, BV),
-    z (B*H, SEGS, BK), z_v (B*H, SEGS, BV), fp32 (widths padded)."""
-
-    @staticmethod
-    def forward(ctx, k, v, launch):
-        k, v = _unit_last_stride(k), _unit_last_stride(v)
-        s, z, zv = launch.partials(k.device)
-        kernels.state_kernel[(launch.BH, launch.segs * launch.splits)](
-            k, v, s, z, zv, *_strides(k), *_strides(v), *launch.geometry,
-            launch.splits, launch.per_split, **launch.state_constants,
-        )  # fmt: skip
-        ctx.save_for_backward(k, v)
-        ctx.launch = launch
-        return _total(s), _total(z), _total(zv)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, ds, dz, dzv):
-        k, v = ctx.saved_tensors
-        launch = ctx.launch
-        ds, dz, dzv = (t.float().contiguous() for t in (ds, dz, dzv))
-        dk, dv = launch.gradient(k, 1), launch.gradient(v, 2)
-        kernels.key_value_grad_kernel[(launch.BH, launch.segs * launch.tiles)](
-            k, v, dk, dv, ds, dz, dzv,
-            *_strides(k), *_strides(v), *_strides(dk), *_strides(dv),
-            *launch.geometry, launch.tiles, **launch.grad_constants,
-        )  # fmt: skip
-        return dk, dv, None
-
-
-class OneLaunchOutputs(OutputsOfStates):
-    """:class:`~mmlvit.ops.recompute.OutputsOfStates` whose forward is one
-    launch, :meth:`Launch.attention` on q and ``inputs`` = (k, v); the
-    backward (states recomputed) is the same."""
-
-    @staticmethod
-    def forward(ctx, q, launch, states, k, v):
-        ctx.save_for_backward(q, k, v)
-        ctx.launch, ctx.states = launch, states
-        return launch.attention(q, k, v)
-
-
-@fused_entry
-def fused_linear_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mode: str,
-    eps: float = 1e-6,
-    scale: float | None = None,
-) -> Tensor:
-    """Non-causal linear attention in fused Triton kernels.
-
-    Args:
-        q (Tensor): Queries (B, H, N, d_k), fp32/bf16/fp16, any strides with
-            a unit last stride (e.g. a view of a ``qkv`` projection).
-        k (Tensor): Keys (B, H, N, d_k).
-        v (Tensor): Values (B, H, N, d_v).
-        mode (str): ``'elu'``, ``'relu'``, ``'identity'`` (kernel attention
-            with that feature map, normalised, ``eps`` in the denominator)
-            or ``'inline'`` (InLine's subtraction normalisation).
-        eps (float): The kernel modes' denominator term.
-        scale (float, optional): InLine's s; defaults to d_k^-1/2.
-
-    Returns:
-        Tensor: (B, H, N, d_v) in the dtype of ``q`` (that of ``v`` too:
-        the three come from one projection), stored as (B, N, H, d_v) so
-        that merging the heads is a view.
-    """
-    if mode not in MODES or mode == 'mhla':
-        raise ValueError(
-            f'Unknown mode {mode!r}; expected one of '
-            f'{[m for m in MODES if m != "mhla"]}.'
-        )
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    launch = Launch(q, v, mode, eps, scale)
-
-    def states(k, v):
-        return SegmentStates.apply(k, v, launch)
-
-    outputs = OneLaunchOutputs if launch.one_launch else OutputsOfStates
-    return outputs.apply(q, launch, states, k, v)
-
-
-@fused_entry
-def fused_mhla_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mixing: Tensor,
-    hw_shape: tuple[int, int],
-    eps: float,
-) -> Tensor:
-    """MHLA's block-mixed attention in fused Triton kernels: per-block
-    states of relu(k) + eps, mixed across blocks by ``mixing`` in fp32,
-    read by each query's block (:func:`mmlvit.ops.mhla_attention`).
-
-    Args:
-        q, k, v (Tensor): (B, h, N, d), N = H*W patches in raster order.
-        mixing (Tensor): (M, M), M = side^2.
-        hw_shape (tuple[int, int]): Patch grid (H, W).
-        eps (float): The feature map's and the denominator's term.
-
-    Returns:
-        Tensor: (B, h, N, d) in the dtype of ``q``, stored (B, N, h, d).
-    """
-    side = int(round(mixing.shape[0] ** 0.5))
-    launch = Launch(q, v, 'mhla', eps, 1.0, blocks=(*hw_shape, side))
-
-    def states(k, v, mixing):
-        return mixed_states(*SegmentStates.apply(k, v, launch), mixing)
-
-    return OutputsOfStates.apply(q, launch, states, k, v, mixing)
-
-
-def mixed_states(s, z, zv, mixing):
-    """MHLA's block states mixed across blocks by ``mixing`` W (M, M) in
-    fp32: ``S'_i = sum_b W[i, b] S_b`` (the same for z; z_v, which MHLA
-    does not use, as it is). s (B*H, M, BK, BV), z (B*H, M, BK).
-
-    One batched product per head with W broadcast (not copied): the states
-    are read and written once, in their layout, forward and backward (an
-    einsum copied them into a blocks-first layout and back)."""
-    with torch.autocast(s.device.type, enabled=False):
-        w = mixing.float().expand(s.shape[0], -1, -1)
-        s = torch.bmm(w, s.flatten(2)).view_as(s)
-        z = torch.bmm(w, z)
-    return s, z, zv

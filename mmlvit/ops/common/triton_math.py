@@ -61,3 +61,10 @@ def log(x):
             pack=1,
         )
     return log2 * LN2
+
+
+@triton.jit
+def _silu_terms(z):
+    """silu(z) and silu'(z) = s (1 + z (1 - s)), s = sigmoid(z)."""
+    s = sigmoid(z)
+    return z * s, s * (1.0 + z * (1.0 - s))
