@@ -1,22 +1,5 @@
 #!/usr/bin/env bash
 # Distributed evaluation with torchrun: tools/dist_test.sh CONFIG CHECKPOINT GPUS [args]
-CONFIG=$1
-CHECKPOINT=$2
-GPUS=$3
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-PORT=${PORT:-29500}
-MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
-source "$(dirname "$0")/find_python.sh"  # sets PYTHON
-
-PYTHONPATH="$(dirname "$0")/..":$PYTHONPATH \
-"$PYTHON" -m torch.distributed.run \
-    --nnodes="$NNODES" \
-    --node_rank="$NODE_RANK" \
-    --master_addr="$MASTER_ADDR" \
-    --nproc_per_node="$GPUS" \
-    --master_port="$PORT" \
-    "$(dirname "$0")/test.py" \
-    "$CONFIG" \
-    "$CHECKPOINT" \
-    --launcher pytorch "${@:4}"
+# Multi-node as in dist_train.sh (NNODES, NODE_RANK, MASTER_ADDR, PORT).
+source "$(dirname "$0")/torchrun.sh"
+run_torchrun "$3" test.py "$1" "$2" --launcher pytorch "${@:4}"

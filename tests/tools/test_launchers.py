@@ -64,7 +64,7 @@ def test_no_venv_and_no_torch_on_path(tmp_path, torchless_python, repo_root):
     python3 from PATH is tried, and it lacks torch."""
     tools = tmp_path / 'tools'
     tools.mkdir()
-    for name in ('dist_train.sh', 'find_python.sh'):
+    for name in ('dist_train.sh', 'torchrun.sh', 'find_python.sh'):
         shutil.copy(os.path.join(repo_root, 'tools', name), tools)
     bin_dir = tmp_path / 'bin'
     bin_dir.mkdir()
