@@ -1,12 +1,5 @@
-from . import (  # noqa: F401
-    atomic_files,
-    conversion_optim,
-    fsdp,
-    hooks,
-    layer_decay,
-    loops,
-    optim_wrapper,
-    pretrained_init,
-)
+from mmlvit.checkpoint import atomic_files
+
+from . import hooks, optimizers, pretrained_init, runners  # noqa: F401
 
 atomic_files.install()

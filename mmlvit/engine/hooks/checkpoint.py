@@ -11,19 +11,19 @@ from mmengine.hooks import CheckpointHook
 from mmengine.logging import print_log
 from mmpretrain.registry import HOOKS
 
-from mmlvit.engine.atomic_files import atomic_write, leftover_temp_files
+from mmlvit.checkpoint.atomic_files import atomic_write, leftover_temp_files
 from mmlvit.engine.logs import FILE_CLIENT_DEPRECATION, drop_messages
 from mmlvit.engine.resume_schedule import (
     finished_message,
     rebuild_schedule,
     schedule_changes,
 )
-from mmlvit.engine.sharded_checkpoint import clean_leftovers
+from mmlvit.checkpoint.sharded import clean_leftovers
 
-from .checkpoint_best import BestCheckpointMixin
-from .checkpoint_resume import newest_resumable, resume_candidates
-from .checkpoint_state import check_resume_state
-from .checkpoint_stop import (
+from mmlvit.checkpoint.best import BestCheckpointMixin
+from mmlvit.checkpoint.resume import newest_resumable, resume_candidates
+from mmlvit.checkpoint.resume_state import check_resume_state
+from mmlvit.checkpoint.preemption import (
     LAST_CHECKPOINT,
     PREEMPTED_EXIT_CODE,
     Preempted,

@@ -7,7 +7,7 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmpretrain.registry import HOOKS
 
-from mmlvit.engine.conversion_optim import tag_conversion_groups
+from mmlvit.engine.optimizers.conversion_optim import tag_conversion_groups
 from mmlvit.transfer import (
     CopyReport,
     SoftmaxCheckpoint,

@@ -107,7 +107,7 @@ class RandomStateHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint):
         if not getattr(runner, '_resume', False):
             return
-        from .checkpoint_state import check_resume_state
+        from mmlvit.checkpoint.resume_state import check_resume_state
 
         check_resume_state(checkpoint, getattr(runner, '_load_from', None))
         if hasattr(runner.train_loop, 'saved_position'):

@@ -23,7 +23,7 @@ import os.path as osp
 from mmengine.registry import RUNNERS, STRATEGIES
 from mmengine.runner import FlexibleRunner as _MMEngineFlexibleRunner
 
-from mmlvit.engine.sharded_checkpoint import save_sharded
+from mmlvit.checkpoint.sharded import save_sharded
 
 try:
     from mmengine._strategy import FSDPStrategy as _MMEngineFSDPStrategy

@@ -8,7 +8,7 @@ import torch
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner as _Runner
 
-from mmlvit.engine.loops import ResumableEpochBasedTrainLoop
+from .loops import ResumableEpochBasedTrainLoop
 
 _GPU_NUMBER = re.compile(r'^(\s*)GPU number: (\d+)$', re.MULTILINE)
 

@@ -51,7 +51,7 @@ from mmengine.logging import print_log
 from mmengine.optim import OptimWrapper
 from mmpretrain.registry import OPTIM_WRAPPERS
 
-from mmlvit.engine.mixed_precision import MixedPrecisionOptimWrapper
+from .mixed_precision import MixedPrecisionOptimWrapper
 
 SETTING = 'optim_wrapper.max_consecutive_skips'
 
