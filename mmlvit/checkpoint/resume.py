@@ -10,10 +10,9 @@ import re
 from mmengine.logging import print_log
 
 from .loading import CheckpointError, load_checkpoint_file
-from .sharded import folder_problem
-
-from .resume_state import malformed_resume_state, missing_resume_state
 from .preemption import PREEMPTION_TEMPLATE
+from .resume_state import malformed_resume_state, missing_resume_state
+from .sharded import folder_problem
 
 
 def resume_candidates(folder, filename_tmpl, by_epoch, epoch_length):

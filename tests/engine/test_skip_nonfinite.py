@@ -404,7 +404,9 @@ def test_mmpretrain_amp_flag_keeps_the_guard(
 
     import mmpretrain
 
-    from mmlvit.engine.optimizers.skip_nonfinite import SkipNonFiniteAmpOptimWrapper
+    from mmlvit.engine.optimizers.skip_nonfinite import (
+        SkipNonFiniteAmpOptimWrapper,
+    )
 
     path = osp.join(
         osp.dirname(mmpretrain.__file__), '.mim', 'tools', 'train.py'

@@ -12,22 +12,21 @@ from mmengine.logging import print_log
 from mmpretrain.registry import HOOKS
 
 from mmlvit.checkpoint.atomic_files import atomic_write, leftover_temp_files
-from mmlvit.engine.logs import FILE_CLIENT_DEPRECATION, drop_messages
-from mmlvit.engine.resume_schedule import (
-    finished_message,
-    rebuild_schedule,
-    schedule_changes,
-)
-from mmlvit.checkpoint.sharded import clean_leftovers
-
 from mmlvit.checkpoint.best import BestCheckpointMixin
-from mmlvit.checkpoint.resume import newest_resumable, resume_candidates
-from mmlvit.checkpoint.resume_state import check_resume_state
 from mmlvit.checkpoint.preemption import (
     LAST_CHECKPOINT,
     PREEMPTED_EXIT_CODE,
     Preempted,
     StopOnSignalMixin,
+)
+from mmlvit.checkpoint.resume import newest_resumable, resume_candidates
+from mmlvit.checkpoint.resume_state import check_resume_state
+from mmlvit.checkpoint.sharded import clean_leftovers
+from mmlvit.engine.logs import FILE_CLIENT_DEPRECATION, drop_messages
+from mmlvit.engine.resume_schedule import (
+    finished_message,
+    rebuild_schedule,
+    schedule_changes,
 )
 
 __all__ = ['PREEMPTED_EXIT_CODE', 'Preempted', 'SafeCheckpointHook']
