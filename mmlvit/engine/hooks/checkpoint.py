@@ -43,7 +43,7 @@ class SafeCheckpointHook(
 
     - Every file is complete or absent. Checkpoints and ``last_checkpoint``
       are written to a temporary file in the same folder and renamed
-      (:mod:`mmlvit.engine.atomic_files`); temporary files of killed writes
+      (:mod:`mmlvit.checkpoint.atomic_files`); temporary files of killed writes
       are removed at the next start.
     - Old checkpoints (``max_keep_ckpts``, the previous ``best_*.pth``) are
       deleted only after the new one is complete, so a kill in between
@@ -63,15 +63,15 @@ class SafeCheckpointHook(
       before anything of the file is applied. Epoch and iteration
       checkpoints are ordered by the iteration they were saved at. A
       sharded (FSDP) checkpoint folder is taken only when its write
-      finished (:mod:`mmlvit.engine.sharded_checkpoint`).
+      finished (:mod:`mmlvit.checkpoint.sharded`).
     - A signal in ``stop_signals`` (SIGTERM, which schedulers send before
       they kill a job, and SIGUSR1, Slurm's ``--signal`` warning) stops
       training after the current iteration: a resumable checkpoint
       ``iter_{N}.pth`` is saved, the log says so and the process exits with
       :data:`PREEMPTED_EXIT_CODE` (75). ``--resume`` continues with the
-      next batch (:mod:`mmlvit.engine.loops`); the file is deleted once a
-      newer checkpoint is complete. In distributed runs the processes stop
-      at the same iteration.
+      next batch (:mod:`mmlvit.engine.runners.loops`); the file is deleted
+      once a newer checkpoint is complete. In distributed runs the
+      processes stop at the same iteration.
 
     Args:
         stop_signals (Sequence[str]): Names of the signals that stop

@@ -19,7 +19,7 @@ the scale settles; so on an accelerator only the loss is checked (a skipped
 NaN loss leaves the scale as it was).
 
 On the CPU it autocasts to bfloat16 without GradScaler
-(:mod:`mmlvit.engine.mixed_precision`) and checks the gradients too.
+(:mod:`mmlvit.engine.optimizers.mixed_precision`) and checks the gradients too.
 
 Launchers other than ``tools/train.py`` keep the guard: mmpretrain's own
 ``tools/train.py --amp`` (what ``mim train mmpretrain`` runs) replaces

@@ -37,7 +37,7 @@ class FlexibleRunner(_MMEngineFlexibleRunner):
     """mmengine's ``FlexibleRunner`` whose checkpoints keep the ``epoch`` and
     ``iter`` the caller asked for, as ``Runner``'s do, and whose sharded
     checkpoint folders are written as a whole or not at all
-    (:mod:`mmlvit.engine.sharded_checkpoint`)."""
+    (:mod:`mmlvit.checkpoint.sharded`)."""
 
     def save_checkpoint(self, out_dir, filename, *args, meta=None, **kwargs):
         """As ``FlexibleRunner.save_checkpoint``; ``meta['epoch']`` and
