@@ -1,13 +1,15 @@
 """mmlvit: linear-attention Vision Transformers for MMPretrain.
 
 Importing the package registers its modules in mmpretrain's registries and
-makes mmengine checkpoints load safely under torch's ``weights_only`` default.
+installs its changes to mmengine and torch (:mod:`mmlvit.checkpoint.patches`:
+checkpoints load safely under torch's ``weights_only`` default and are
+written atomically).
 """
 
-from . import checkpoint
+from .checkpoint import patches
 from .version import __version__
 
-checkpoint.install()
+patches.install()
 
 from . import datasets, engine, evaluation, models, transfer  # noqa: E402,F401
 

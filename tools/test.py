@@ -11,13 +11,13 @@ import os.path as osp
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.datasets import check_data_roots
 from mmlvit.engine.config_checks import check_config
-from mmlvit.engine.dist import (
+from mmlvit.engine.optimizers.mixed_precision import amp_summary
+from mmlvit.engine.runners.dist import (
     explain_collective_timeout,
     init_cpu_distributed,
 )
-from mmlvit.engine.fsdp import check_sharded_checkpoint
-from mmlvit.engine.mixed_precision import amp_summary
-from mmlvit.engine.runner import build_runner
+from mmlvit.engine.runners.fsdp import check_sharded_checkpoint
+from mmlvit.engine.runners.runner import build_runner
 from mmlvit.utils.cli import parse_launched_args
 from mmlvit.utils.logs import read_config
 

@@ -1,12 +1,14 @@
-from . import (  # noqa: F401
-    atomic_files,
-    conversion_optim,
-    fsdp,
-    hooks,
-    layer_decay,
-    loops,
-    optim_wrapper,
-    pretrained_init,
-)
+"""Training with mmengine, laid out like mmpretrain's engine.
 
-atomic_files.install()
+- ``hooks/``: the Hook classes, one a file.
+- ``optimizers/``: optimiser constructors (conversion-aware groups, layer
+  decay) and optimiser wrappers (non-finite guard, mixed precision).
+- ``runners/``: the Runner, training loops, FSDP and distributed glue.
+- ``checkpoint_fit``, ``config_checks``, ``pretrained_init``,
+  ``random_state``, ``resume_schedule``, ``stage_config``: what the hooks
+  and tools use.
+
+Checkpoint files themselves are :mod:`mmlvit.checkpoint`'s.
+"""
+
+from . import hooks, optimizers, pretrained_init, runners  # noqa: F401

@@ -7,7 +7,7 @@ another width, or a classifier file given to a backbone without
 "missing keys" warning, and the run trains from random weights. Registered
 under mmengine's name ``Pretrained``, :class:`CheckedPretrainedInit` reads
 the file once, compares it with the module before loading
-(:func:`mmlvit.engine.hooks.strict_load.mismatches`) and stops with an error
+(:func:`mmlvit.engine.checkpoint_fit.mismatches`) and stops with an error
 that names the file, the keys and the fix.
 """
 
@@ -19,7 +19,7 @@ from mmengine.model.weight_init import PretrainedInit, update_init_info
 from mmengine.registry import WEIGHT_INITIALIZERS
 from mmengine.runner.checkpoint import _load_checkpoint, load_state_dict
 
-from mmlvit.engine.hooks.strict_load import (
+from mmlvit.engine.checkpoint_fit import (
     CheckpointMismatchError,
     describe,
     mismatches,

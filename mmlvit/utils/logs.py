@@ -18,7 +18,7 @@ nothing about it:
   init ("value is the same before and after calling `init_weights`"),
   about 1,400 lines for a ViT (:data:`INIT_DUMP`);
 - the environment block counts processes as "GPU number" on machines
-  without a GPU (:class:`mmlvit.engine.runner.Runner` says "Processes"
+  without a GPU (:class:`mmlvit.engine.runners.Runner` says "Processes"
   there).
 """
 

@@ -17,7 +17,7 @@ import torch.distributed as torch_dist
 from mmpretrain.registry import OPTIM_WRAPPERS
 from torch.nn.parallel import DistributedDataParallel
 
-import mmlvit.engine.optim_wrapper  # noqa: F401  (registers the wrappers)
+import mmlvit.engine.optimizers.skip_nonfinite  # noqa: F401  (registers the wrappers)
 
 WRAPPERS = ('SkipNonFiniteOptimWrapper', 'SkipNonFiniteAmpOptimWrapper')
 

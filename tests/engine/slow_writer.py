@@ -4,7 +4,7 @@ file is being written. Imported through ``custom_imports``."""
 
 import time
 
-from mmlvit.engine import atomic_files
+from mmlvit.checkpoint import atomic_files
 
 PIECES = 10
 

@@ -10,8 +10,8 @@ from mmengine.hooks import Hook
 from mmengine.registry import init_default_scope
 from mmpretrain.registry import OPTIM_WRAPPERS
 
-from mmlvit.engine.mixed_precision import amp_device_available
-from mmlvit.engine.runner import build_runner
+from mmlvit.engine.optimizers.mixed_precision import amp_device_available
+from mmlvit.engine.runners.runner import build_runner
 
 TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
 

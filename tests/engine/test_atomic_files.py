@@ -8,7 +8,7 @@ import pytest
 from mmengine.fileio import get_file_backend
 
 import mmlvit  # noqa: F401
-from mmlvit.engine import atomic_files
+from mmlvit.checkpoint import atomic_files
 
 
 def test_failed_write_leaves_the_old_file_and_no_temp_file(

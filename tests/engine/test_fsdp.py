@@ -13,7 +13,7 @@ import pytest
 from mmengine.config import Config
 from tool_runs import launch, run
 
-from mmlvit.engine.fsdp import check_sharded_checkpoint
+from mmlvit.engine.runners.fsdp import check_sharded_checkpoint
 
 FSDP = 'tests/data/configs/tiny_softmax_fsdp.py'
 TINY = 'tests/data/configs/tiny_softmax_fmnist.py'

@@ -13,7 +13,7 @@ import torch
 from tool_runs import free_port
 
 from mmlvit.checkpoint import load_checkpoint_file
-from mmlvit.engine.hooks.checkpoint import PREEMPTED_EXIT_CODE
+from mmlvit.checkpoint.preemption import PREEMPTED_EXIT_CODE
 
 FLIP = 'tests/data/configs/tiny_softmax_flip_fmnist.py'
 STOPPED = re.compile(

@@ -16,7 +16,7 @@ from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
-from mmlvit.engine.runner import Runner as MmlvitRunner
+from mmlvit.engine.runners.runner import Runner as MmlvitRunner
 
 SOFTMAX = 'tests/data/configs/tiny_softmax_fmnist.py'
 GLA_DISTILL = 'tests/data/configs/tiny_gla_distill_fmnist.py'

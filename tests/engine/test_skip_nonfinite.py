@@ -25,7 +25,7 @@ from mmpretrain.registry import MODELS, OPTIM_WRAPPERS
 from mmpretrain.structures import DataSample
 from tool_runs import free_port
 
-from mmlvit.engine.mixed_precision import amp_type
+from mmlvit.engine.optimizers.mixed_precision import amp_type
 
 TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
 DISTILL = 'tests/data/configs/tiny_gla_distill_fmnist.py'
@@ -404,7 +404,9 @@ def test_mmpretrain_amp_flag_keeps_the_guard(
 
     import mmpretrain
 
-    from mmlvit.engine.optim_wrapper import SkipNonFiniteAmpOptimWrapper
+    from mmlvit.engine.optimizers.skip_nonfinite import (
+        SkipNonFiniteAmpOptimWrapper,
+    )
 
     path = osp.join(
         osp.dirname(mmpretrain.__file__), '.mim', 'tools', 'train.py'

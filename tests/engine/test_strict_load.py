@@ -15,7 +15,7 @@ from mmengine.runner import Runner
 from mmpretrain.registry import MODELS
 from tool_runs import run
 
-from mmlvit.engine.hooks.strict_load import CheckpointMismatchError
+from mmlvit.engine.checkpoint_fit import CheckpointMismatchError
 
 TINY = 'tests/data/configs/tiny_softmax_fmnist.py'
 DISTILL = 'tests/data/configs/tiny_gla_distill_fmnist.py'

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 
-from mmlvit.engine.work_dir_lock import LOCK_NAME
+from mmlvit.checkpoint.work_dir_lock import LOCK_NAME
 
 CONFIG = 'tests/data/configs/tiny_softmax_fmnist.py'
 

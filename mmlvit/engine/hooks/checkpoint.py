@@ -11,24 +11,23 @@ from mmengine.hooks import CheckpointHook
 from mmengine.logging import print_log
 from mmpretrain.registry import HOOKS
 
-from mmlvit.engine.atomic_files import atomic_write, leftover_temp_files
-from mmlvit.engine.resume_schedule import (
-    finished_message,
-    rebuild_schedule,
-    schedule_changes,
-)
-from mmlvit.engine.sharded_checkpoint import clean_leftovers
-from mmlvit.utils.logs import FILE_CLIENT_DEPRECATION, drop_messages
-
-from .checkpoint_best import BestCheckpointMixin
-from .checkpoint_resume import newest_resumable, resume_candidates
-from .checkpoint_state import check_resume_state
-from .checkpoint_stop import (
+from mmlvit.checkpoint.atomic_files import atomic_write, leftover_temp_files
+from mmlvit.checkpoint.best import BestCheckpointMixin
+from mmlvit.checkpoint.preemption import (
     LAST_CHECKPOINT,
     PREEMPTED_EXIT_CODE,
     Preempted,
     StopOnSignalMixin,
 )
+from mmlvit.checkpoint.resume import newest_resumable, resume_candidates
+from mmlvit.checkpoint.resume_state import check_resume_state
+from mmlvit.checkpoint.sharded import clean_leftovers
+from mmlvit.engine.resume_schedule import (
+    finished_message,
+    rebuild_schedule,
+    schedule_changes,
+)
+from mmlvit.utils.logs import FILE_CLIENT_DEPRECATION, drop_messages
 
 __all__ = ['PREEMPTED_EXIT_CODE', 'Preempted', 'SafeCheckpointHook']
 
@@ -44,7 +43,7 @@ class SafeCheckpointHook(
 
     - Every file is complete or absent. Checkpoints and ``last_checkpoint``
       are written to a temporary file in the same folder and renamed
-      (:mod:`mmlvit.engine.atomic_files`); temporary files of killed writes
+      (:mod:`mmlvit.checkpoint.atomic_files`); temporary files of killed writes
       are removed at the next start.
     - Old checkpoints (``max_keep_ckpts``, the previous ``best_*.pth``) are
       deleted only after the new one is complete, so a kill in between
@@ -64,15 +63,15 @@ class SafeCheckpointHook(
       before anything of the file is applied. Epoch and iteration
       checkpoints are ordered by the iteration they were saved at. A
       sharded (FSDP) checkpoint folder is taken only when its write
-      finished (:mod:`mmlvit.engine.sharded_checkpoint`).
+      finished (:mod:`mmlvit.checkpoint.sharded`).
     - A signal in ``stop_signals`` (SIGTERM, which schedulers send before
       they kill a job, and SIGUSR1, Slurm's ``--signal`` warning) stops
       training after the current iteration: a resumable checkpoint
       ``iter_{N}.pth`` is saved, the log says so and the process exits with
       :data:`PREEMPTED_EXIT_CODE` (75). ``--resume`` continues with the
-      next batch (:mod:`mmlvit.engine.loops`); the file is deleted once a
-      newer checkpoint is complete. In distributed runs the processes stop
-      at the same iteration.
+      next batch (:mod:`mmlvit.engine.runners.loops`); the file is deleted
+      once a newer checkpoint is complete. In distributed runs the
+      processes stop at the same iteration.
 
     Args:
         stop_signals (Sequence[str]): Names of the signals that stop

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from mmengine.hooks import Hook
 from mmpretrain.registry import HOOKS
 
-from mmlvit.engine.conversion_optim import COPIED
+from mmlvit.engine.optimizers.conversion_optim import COPIED
 
 if TYPE_CHECKING:
     from mmengine.runner import Runner

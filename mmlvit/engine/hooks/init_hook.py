@@ -6,7 +6,7 @@ import torch.nn as nn
 from mmengine.hooks import Hook
 from mmpretrain.registry import HOOKS
 
-from mmlvit.engine.conversion_optim import tag_conversion_groups
+from mmlvit.engine.optimizers.conversion_optim import tag_conversion_groups
 from mmlvit.transfer import (
     CopyReport,
     SoftmaxCheckpoint,

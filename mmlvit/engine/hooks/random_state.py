@@ -1,46 +1,13 @@
 """Random number generator state in checkpoints, so that resuming is exact."""
 
 import logging
-import random
 
-import numpy as np
-import torch
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
 from mmpretrain.registry import HOOKS
 
-KEY = 'random_state'
-# Where in its epoch a checkpoint was saved: dict(batch=trained batches of
-# the epoch, batches=batches per epoch then).
-POSITION = 'epoch_position'
-
-
-def capture():
-    """The state of every generator data augmentation and training draw
-    from: Python's, numpy's global one, torch's CPU and CUDA ones."""
-    state = dict(
-        python=random.getstate(),
-        numpy=np.random.get_state(),
-        torch=torch.get_rng_state(),
-    )
-    if torch.cuda.is_available():
-        state['cuda'] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore(state):
-    """Set the generators to a :func:`capture` result."""
-    random.setstate(_as_python_state(state['python']))
-    np.random.set_state(state['numpy'])
-    torch.set_rng_state(state['torch'])
-    if 'cuda' in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state['cuda'])
-
-
-def _as_python_state(state):
-    """``random.setstate`` wants tuples; a checkpoint may give lists."""
-    version, internal, gauss = state
-    return version, tuple(internal), gauss
+from mmlvit.checkpoint.resume_state import check_resume_state
+from mmlvit.engine.random_state import KEY, POSITION, capture, restore
 
 
 @HOOKS.register_module()
@@ -62,7 +29,7 @@ class RandomStateHook(Hook):
     within an epoch (iteration checkpoints, the checkpoint of a run stopped
     by a signal) sets them once the epoch's dataloader iterator exists,
     just before the next batch is loaded
-    (:class:`~mmlvit.engine.loops.ResumableEpochBasedTrainLoop`). With
+    (:class:`~mmlvit.engine.runners.ResumableEpochBasedTrainLoop`). With
     ``randomness=dict(seed=..., deterministic=True)`` and ``num_workers=0``
     a resumed run ends bit-identical to the uninterrupted run on the same
     machine. Dataloader worker processes keep their own generators
@@ -107,8 +74,6 @@ class RandomStateHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint):
         if not getattr(runner, '_resume', False):
             return
-        from .checkpoint_state import check_resume_state
-
         check_resume_state(checkpoint, getattr(runner, '_load_from', None))
         if hasattr(runner.train_loop, 'saved_position'):
             runner.train_loop.saved_position = checkpoint.get(POSITION)

@@ -12,8 +12,9 @@ truncated zip, missing file) into errors that name the file and the fix. A
 refused pickle is named by the global it asks for; bytes that are not a
 pickle are a corrupt file, not an unsafe one. torch's own advice (re-run
 with ``weights_only=False``) is never passed on.
-It also serves mmengine's local-path scheme, so ``load_from``, ``--resume``
-and ``init_cfg=dict(type='Pretrained')`` get the same checks and messages.
+It is mmengine's reader of local paths too (:mod:`mmlvit.checkpoint.patches`),
+so ``load_from``, ``--resume`` and ``init_cfg=dict(type='Pretrained')`` get
+the same checks and messages.
 """
 
 import io
@@ -27,7 +28,6 @@ import zipfile
 import numpy as np
 import torch
 from mmengine.logging.history_buffer import HistoryBuffer
-from mmengine.runner.checkpoint import CheckpointLoader
 from torch import _weights_only_unpickler
 from torch.serialization import UNSAFE_MESSAGE
 
@@ -322,16 +322,3 @@ def _load_safetensors(filename, map_location):
             f'Cannot read safetensors file {filename}: the file is truncated '
             f'or corrupt ({err}).'
         ) from err
-
-
-def _load_from_local(filename, map_location):
-    return load_checkpoint_file(filename, map_location)
-
-
-def install():
-    """Allow-list mmengine's types and route mmengine's local checkpoint
-    reading through :func:`load_checkpoint_file`."""
-    register_safe_globals()
-    CheckpointLoader.register_scheme(
-        prefixes='', loader=_load_from_local, force=True
-    )

@@ -10,7 +10,7 @@ import re
 from mmengine.dist import is_main_process
 from mmengine.logging import print_log
 
-from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
+from .loading import CheckpointError, load_checkpoint_file
 
 
 class BestCheckpointMixin:

@@ -23,7 +23,7 @@ import zipfile
 
 from mmengine.dist import barrier, get_world_size, is_main_process
 
-from mmlvit.engine.atomic_files import TEMP_SUFFIX, atomic_write, sync_folder
+from .atomic_files import TEMP_SUFFIX, atomic_write, sync_folder
 
 COMPLETE_MARKER = 'complete.json'
 WRITING, REPLACED = '.sharded', '.replaced'

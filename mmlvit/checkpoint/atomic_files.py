@@ -8,17 +8,18 @@ file in the same folder, flushed to disk and only then renamed over its
 final name (``os.replace`` is atomic on POSIX and Windows): a reader sees the
 old complete file or the new complete file, never a part.
 
-:func:`install` makes this mmengine's backend for local paths, so
-``save_checkpoint`` (every checkpoint the runner saves) and any other
-``put``/``put_text`` get it; :class:`~mmlvit.engine.hooks.SafeCheckpointHook`
-writes ``last_checkpoint`` with :func:`atomic_write` too.
+:class:`AtomicLocalBackend` is mmengine's backend for local paths
+(:mod:`mmlvit.checkpoint.patches`), so ``save_checkpoint`` (every checkpoint
+the runner saves) and any other ``put``/``put_text`` get it;
+:class:`~mmlvit.engine.hooks.SafeCheckpointHook` writes ``last_checkpoint``
+with :func:`atomic_write` too.
 """
 
 import glob
 import os
 import os.path as osp
 
-from mmengine.fileio.backends import LocalBackend, register_backend
+from mmengine.fileio.backends import LocalBackend
 
 TEMP_SUFFIX = '.tmp'
 
@@ -93,9 +94,3 @@ class AtomicLocalBackend(LocalBackend):
 
     def put_text(self, obj, filepath, encoding='utf-8'):
         atomic_write(filepath, obj, encoding=encoding)
-
-
-def install():
-    """Make :class:`AtomicLocalBackend` mmengine's backend for local paths
-    (the backend name 'local' and paths without a prefix)."""
-    register_backend('local', AtomicLocalBackend, force=True, prefixes='')

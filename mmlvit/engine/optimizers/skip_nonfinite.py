@@ -19,7 +19,7 @@ the scale settles; so on an accelerator only the loss is checked (a skipped
 NaN loss leaves the scale as it was).
 
 On the CPU it autocasts to bfloat16 without GradScaler
-(:mod:`mmlvit.engine.mixed_precision`) and checks the gradients too.
+(:mod:`mmlvit.engine.optimizers.mixed_precision`) and checks the gradients too.
 
 Launchers other than ``tools/train.py`` keep the guard: mmpretrain's own
 ``tools/train.py --amp`` (what ``mim train mmpretrain`` runs) replaces
@@ -51,7 +51,7 @@ from mmengine.logging import print_log
 from mmengine.optim import OptimWrapper
 from mmpretrain.registry import OPTIM_WRAPPERS
 
-from mmlvit.engine.mixed_precision import MixedPrecisionOptimWrapper
+from .mixed_precision import MixedPrecisionOptimWrapper
 
 SETTING = 'optim_wrapper.max_consecutive_skips'
 

@@ -9,11 +9,10 @@ import re
 
 from mmengine.logging import print_log
 
-from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
-from mmlvit.engine.sharded_checkpoint import folder_problem
-
-from .checkpoint_state import malformed_resume_state, missing_resume_state
-from .checkpoint_stop import PREEMPTION_TEMPLATE
+from .loading import CheckpointError, load_checkpoint_file
+from .preemption import PREEMPTION_TEMPLATE
+from .resume_state import malformed_resume_state, missing_resume_state
+from .sharded import folder_problem
 
 
 def resume_candidates(folder, filename_tmpl, by_epoch, epoch_length):

@@ -14,7 +14,7 @@ samples already trained without loading them. The random generators are
 then set to their state at the checkpoint
 (:class:`~mmlvit.engine.hooks.RandomStateHook`), so that with
 ``num_workers=0`` and a deterministic run the resumed run ends bit-identical
-to the uninterrupted one. :class:`mmlvit.engine.runner.Runner` builds this
+to the uninterrupted one. :class:`mmlvit.engine.runners.Runner` builds this
 loop for every ``train_cfg`` with ``by_epoch=True``.
 """
 

@@ -5,7 +5,7 @@ the file is applied."""
 import numpy as np
 import torch
 
-from mmlvit.checkpoint import CheckpointError
+from .loading import CheckpointError
 
 
 def missing_resume_state(checkpoint):

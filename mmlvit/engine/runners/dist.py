@@ -20,7 +20,7 @@ import re
 import torch
 import torch.distributed as torch_dist
 
-from mmlvit.engine.fsdp import is_fsdp_strategy
+from .fsdp import is_fsdp_strategy
 
 # Texts of gloo's and NCCL's timeout errors (torch 2.x).
 _TIMEOUT_PATTERN = re.compile(

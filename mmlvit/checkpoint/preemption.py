@@ -12,7 +12,7 @@ import torch
 from mmengine.dist import all_reduce, barrier, get_world_size, is_main_process
 from mmengine.logging import print_log
 
-from mmlvit.engine.atomic_files import atomic_write
+from .atomic_files import atomic_write
 
 LAST_CHECKPOINT = 'last_checkpoint'
 # The exit status of a run stopped by a signal after saving a resumable

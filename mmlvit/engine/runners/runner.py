@@ -8,7 +8,7 @@ import torch
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner as _Runner
 
-from mmlvit.engine.loops import ResumableEpochBasedTrainLoop
+from .loops import ResumableEpochBasedTrainLoop
 
 _GPU_NUMBER = re.compile(r'^(\s*)GPU number: (\d+)$', re.MULTILINE)
 
@@ -30,7 +30,7 @@ class _ProcessesNotGPUs(logging.Filter):
 class Runner(_Runner):
     """mmengine's Runner whose environment block counts processes, not
     GPUs, on a machine without CUDA, and whose epoch-based training loop
-    resumes within an epoch (:mod:`mmlvit.engine.loops`).
+    resumes within an epoch (:mod:`mmlvit.engine.runners.loops`).
     ``tools/train.py`` and ``tools/test.py`` build it."""
 
     def build_train_loop(self, loop):

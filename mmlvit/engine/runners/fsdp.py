@@ -23,7 +23,7 @@ import os.path as osp
 from mmengine.registry import RUNNERS, STRATEGIES
 from mmengine.runner import FlexibleRunner as _MMEngineFlexibleRunner
 
-from mmlvit.engine.sharded_checkpoint import save_sharded
+from mmlvit.checkpoint.sharded import save_sharded
 
 try:
     from mmengine._strategy import FSDPStrategy as _MMEngineFSDPStrategy
@@ -37,7 +37,7 @@ class FlexibleRunner(_MMEngineFlexibleRunner):
     """mmengine's ``FlexibleRunner`` whose checkpoints keep the ``epoch`` and
     ``iter`` the caller asked for, as ``Runner``'s do, and whose sharded
     checkpoint folders are written as a whole or not at all
-    (:mod:`mmlvit.engine.sharded_checkpoint`)."""
+    (:mod:`mmlvit.checkpoint.sharded`)."""
 
     def save_checkpoint(self, out_dir, filename, *args, meta=None, **kwargs):
         """As ``FlexibleRunner.save_checkpoint``; ``meta['epoch']`` and
