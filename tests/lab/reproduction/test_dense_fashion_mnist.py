@@ -16,7 +16,9 @@ from PIL import Image
 from lab.reproduction import data as dense
 from lab.reproduction.data import canvas, dense_fashion_mnist
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+ROOT = osp.dirname(
+    osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+)
 SEG_CONFIG = osp.join(
     ROOT, 'configs/_base_/datasets/dense_fashion_mnist_seg.py'
 )
