@@ -12,25 +12,23 @@ then MHLAttention on the fused path against its float64 PyTorch path
 """
 
 import json
-import os
-import sys
 
-if 'triton' in sys.modules:
-    raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
-os.environ['TRITON_INTERPRET'] = '1'
+import interpreted  # noqa: F401  (TRITON_INTERPRET=1)
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from fused_linear_interpreter import (  # noqa: E402
+# isort: split
+
+import torch
+import torch.nn.functional as F
+from fused_linear_interpreter import (
     DTYPES,
     keeping_besides,
     module_against_reference,
     relative,
 )
 
-from mmlvit.models.attentions import MHLAttention  # noqa: E402
-from mmlvit.ops import depthwise_conv  # noqa: E402
-from mmlvit.ops.common import linear_launch as fused_function  # noqa: E402
+from mmlvit.models.attentions import MHLAttention
+from mmlvit.ops import depthwise_conv
+from mmlvit.ops.common import linear_launch as fused_function
 
 
 def grid_view(tokens, grid):

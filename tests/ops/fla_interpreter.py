@@ -18,18 +18,16 @@ dtypes seen.
 
 import ast
 import json
-import os
-import sys
 import time
 import warnings
 
-if 'triton' in sys.modules:
-    raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
-os.environ['TRITON_INTERPRET'] = '1'
+import interpreted  # noqa: F401  (TRITON_INTERPRET=1)
 
-import torch  # noqa: E402
-from triton.runtime import interpreter  # noqa: E402
-from triton.runtime.autotuner import Autotuner  # noqa: E402
+# isort: split
+
+import torch
+from triton.runtime import interpreter
+from triton.runtime.autotuner import Autotuner
 
 
 class _LoopVariablesAsTensors(interpreter.ASTTransformer):

@@ -16,27 +16,25 @@ tensor, as a ``qkv`` projection gives them.
 
 import contextlib
 import json
-import os
-import sys
 
-if 'triton' in sys.modules:
-    raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
-os.environ['TRITON_INTERPRET'] = '1'
+import interpreted  # noqa: F401  (TRITON_INTERPRET=1)
 
-import torch  # noqa: E402
+# isort: split
 
-from mmlvit.ops.common import dispatch as fused_linear  # noqa: E402
-from mmlvit.ops.common import linear_launch as function  # noqa: E402
-from mmlvit.ops.common.heads import SplitQKV, split_qkv  # noqa: E402
-from mmlvit.ops.inline import (  # noqa: E402
+import torch
+
+from mmlvit.ops.common import dispatch as fused_linear
+from mmlvit.ops.common import linear_launch as function
+from mmlvit.ops.common.heads import SplitQKV, split_qkv
+from mmlvit.ops.inline import (
     inline_attention,
     inline_attention_reference,
 )
-from mmlvit.ops.kernel import (  # noqa: E402
+from mmlvit.ops.kernel import (
     kernel_linear_attention,
     kernel_linear_attention_reference,
 )
-from mmlvit.ops.mhla import (  # noqa: E402
+from mmlvit.ops.mhla import (
     mhla_attention,
     mhla_attention_reference,
     mhla_linear_mixing,

@@ -18,19 +18,17 @@ Prints one JSON line.
 """
 
 import json
-import os
 import re
-import sys
 
-if 'triton' in sys.modules:
-    raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
-os.environ['TRITON_INTERPRET'] = '1'
+import interpreted  # noqa: F401  (TRITON_INTERPRET=1)
 
-import torch  # noqa: E402
-from mmengine.registry import init_default_scope  # noqa: E402
-from mmpretrain.registry import MODELS  # noqa: E402
+# isort: split
 
-from mmlvit.models.attentions import registered_operators  # noqa: E402
+import torch
+from mmengine.registry import init_default_scope
+from mmpretrain.registry import MODELS
+
+from mmlvit.models.attentions import registered_operators
 
 # Dynamo's graph-break reason at a torch.compiler.disable()d function.
 DISABLED = re.compile(r'Skip calling function `<function (\w+)')

@@ -10,23 +10,21 @@ backward keeps besides views of the inputs.
 """
 
 import json
-import os
-import sys
 
-if 'triton' in sys.modules:
-    raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
-os.environ['TRITON_INTERPRET'] = '1'
+import interpreted  # noqa: F401  (TRITON_INTERPRET=1)
 
-import torch  # noqa: E402
-from fused_linear_interpreter import (  # noqa: E402
+# isort: split
+
+import torch
+from fused_linear_interpreter import (
     DTYPES,
     keeping_besides,
     relative,
 )
 
-from mmlvit.models.attentions import GatedLinearAttention  # noqa: E402
-from mmlvit.ops.gla import gated_rms_norm  # noqa: E402
-from mmlvit.ops.gla import norm_kernels as function  # noqa: E402
+from mmlvit.models.attentions import GatedLinearAttention
+from mmlvit.ops.gla import gated_rms_norm
+from mmlvit.ops.gla import norm_kernels as function
 
 EPS = 1e-5
 

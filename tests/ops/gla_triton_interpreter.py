@@ -11,21 +11,20 @@ Arguments: names of checks to run (default: all), so a test can rerun one.
 """
 
 import json
-import os
 import sys
 import time
 
-if 'triton' in sys.modules:
-    raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
-os.environ['TRITON_INTERPRET'] = '1'
+import interpreted  # noqa: F401  (TRITON_INTERPRET=1)
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from fused_linear_interpreter import DTYPES  # noqa: E402
-from gla_inputs import grads, inputs  # noqa: E402
+# isort: split
 
-from mmlvit.ops.common.heads import common_buffer  # noqa: E402
-from mmlvit.ops.gla import (  # noqa: E402
+import torch
+import torch.nn.functional as F
+from fused_linear_interpreter import DTYPES
+from gla_inputs import grads, inputs
+
+from mmlvit.ops.common.heads import common_buffer
+from mmlvit.ops.gla import (
     bidirectional_gla_gated,
     bidirectional_gla_map,
     triton_backend,

@@ -18,15 +18,13 @@ see them (rounded to the case's dtype), with the same upstream gradient.
 """
 
 import json
-import os
-import sys
 
-if 'triton' in sys.modules:
-    raise RuntimeError('TRITON_INTERPRET must be set before triton imports.')
-os.environ['TRITON_INTERPRET'] = '1'
+import interpreted  # noqa: F401  (TRITON_INTERPRET=1)
 
-import torch  # noqa: E402
-from fused_linear_interpreter import (  # noqa: E402
+# isort: split
+
+import torch
+from fused_linear_interpreter import (
     SHARED,
     heads,
     keeping_besides,
@@ -34,10 +32,10 @@ from fused_linear_interpreter import (  # noqa: E402
     relative,
 )
 
-from mmlvit.models.attentions import TTTAttention  # noqa: E402
-from mmlvit.ops.common import linear_launch as fused_function  # noqa: E402
-from mmlvit.ops.common.heads import split_qkv  # noqa: E402
-from mmlvit.ops.ttt import (  # noqa: E402
+from mmlvit.models.attentions import TTTAttention
+from mmlvit.ops.common import linear_launch as fused_function
+from mmlvit.ops.common.heads import split_qkv
+from mmlvit.ops.ttt import (
     TTT_INNER_SCALE,
     swiglu_inner_grads,
     ttt_dwconv,
@@ -45,8 +43,8 @@ from mmlvit.ops.ttt import (  # noqa: E402
     ttt_swiglu,
     ttt_swiglu_reference,
 )
-from mmlvit.ops.ttt.naive import normalised  # noqa: E402
-from mmlvit.ops.ttt.swiglu_function import ClippedStep  # noqa: E402
+from mmlvit.ops.ttt.naive import normalised
+from mmlvit.ops.ttt.swiglu_function import ClippedStep
 
 DTYPES = {
     'fp32': torch.float32,

@@ -14,23 +14,9 @@ from torch import Tensor
 
 from ..common.dispatch import use_fused
 from ..common.recompute import recomputed
-from .naive import (
-    TTT_INNER_SCALE,
-    dwconv_inner_grad,
-    swiglu_inner_grads,
-    ttt_dwconv_reference,
-    ttt_swiglu_reference,
-)
+from .naive import TTT_INNER_SCALE, ttt_dwconv_reference, ttt_swiglu_reference
 
-__all__ = [
-    'TTT_INNER_SCALE',
-    'dwconv_inner_grad',
-    'swiglu_inner_grads',
-    'ttt_dwconv',
-    'ttt_dwconv_reference',
-    'ttt_swiglu',
-    'ttt_swiglu_reference',
-]
+__all__ = ['ttt_dwconv', 'ttt_swiglu']
 
 
 def ttt_swiglu(
