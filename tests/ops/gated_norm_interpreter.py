@@ -25,8 +25,8 @@ from fused_linear_interpreter import (  # noqa: E402
 )
 
 from mmlvit.models.attentions import GatedLinearAttention  # noqa: E402
+from mmlvit.ops.gla import gate_kernels as function  # noqa: E402
 from mmlvit.ops.gla import gated_rms_norm  # noqa: E402
-from mmlvit.ops.gla import norm_kernels as function  # noqa: E402
 
 EPS = 1e-5
 

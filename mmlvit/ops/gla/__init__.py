@@ -9,15 +9,15 @@ dtype of ``v`` (of ``q`` for the map). ``scale`` defaults to d_k^-1/2.
 """
 
 from .chunk import gla_chunked
-from .dispatch import (
+from .gates import gated_rms_norm, log_gates
+from .naive import bidirectional_gla_map, gla_recurrent
+from .triton_function import (
     BACKENDS,
     bidirectional_gla,
     bidirectional_gla_gated,
     check_backend,
     resolve_backend,
 )
-from .gates import gated_rms_norm, log_gates
-from .naive import bidirectional_gla_map, gla_recurrent
 
 __all__ = [
     'BACKENDS',

@@ -317,7 +317,7 @@ def gated_rms_norm(
     """
     # The kernels hold a few (64, d) fp32 tiles: no shared-memory limit.
     if use_fused(backend, o, gate[..., :1], needs_shared_memory=False):
-        from .norm_kernels import fused_gated_rms_norm
+        from .gate_kernels import fused_gated_rms_norm
 
         return fused_gated_rms_norm(o, gate, weight, eps)
     with fp32_scope(o, weight, gate) as (o32, weight32, gate32):
