@@ -10,7 +10,7 @@ import pytest
 import torch
 from gla_inputs import inputs
 
-import mmlvit.ops.gla.triton_function as dispatch
+import mmlvit.ops.gla as dispatch
 from mmlvit.ops import bidirectional_gla
 from mmlvit.ops.gla import log_gates
 from mmlvit.ops.gla import triton_function as triton_backend

@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from ..common.triton_math import exp
-from .triton_forward import (
+from .triton_parts import (
     EXACT_DIAGONALS,
     FACTORED_DIAGONALS,
     SIZES,

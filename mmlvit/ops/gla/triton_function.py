@@ -1,23 +1,7 @@
-"""The public bidirectional GLA op: argument checks and the choice between
-the PyTorch, the fused Triton and the fla backend, and the fla backend:
-bidirectional GLA by fla's Triton ``chunk_gla`` (fla-core,
-github.com/fla-org/flash-linear-attention).
-
-The triton backend: bidirectional GLA by our fused Triton kernels
-(:mod:`.triton_kernels`, :mod:`.triton_chunk_kernels`,
-:mod:`.triton_backward_kernels`), both directions in one pass over the
-tokens, and its autograd Function.
-
-The gates enter as their cumulative sums within the chunks of 64 tokens
-(:func:`~.gates.within_chunks`), so that a span's gate sum is a difference
-of two entries and no kernel scans gates. Forward: the chunk states of
-both directions (one launch), then the outputs of the chunks taken whole
-and of the others (one launch each). Backward rescans the states and
-their gradients, then dq, dk, dv and the gate gradients of both kinds of
-chunk, then one launch carries the gate gradients across chunks. Only q,
-k, v and the gates' inputs are saved (the gates are recomputed). Fixed
-launch configurations, no autotuning; the launch sequence, grids, state
-storage and measurements are in README.md.
+"""The public bidirectional GLA op and its backends: PyTorch
+(:mod:`.chunk`), our fused Triton kernels (launches and autograd Function
+here, kernels in :mod:`.triton_forward` and :mod:`.triton_backward`) and
+fla's Triton ``chunk_gla`` (fla-core). Launch choices: README.md.
 """
 
 import functools
@@ -30,8 +14,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ..common.heads import qkv_gradients
-from ..common.recompute import leaf_grads, recomputed, rerun_with_grad
-from ..common.tracing import exporting
+from ..common.recompute import leaf_grads, rerun_with_grad
 from ..common.triton_runtime import (
     compute_capability,
     fused_entry,
@@ -39,32 +22,17 @@ from ..common.triton_runtime import (
     num_stages,
     platform_reason,
     shared_memory_reason,
-    triton_importable,
 )
-from .chunk import bidirectional_gla_chunked
 from .gates import within_chunks
-from .naive import bidirectional_gla_traceable, check_shapes, default_scale
+from .naive import check_shapes
 
 # Tokens per chunk and per sub-block (the diagonal blocks of exact decays).
 CHUNK = 64
-
-
 SUB_BLOCK = 16
-
-
-# Largest head width: the output and gradient kernels hold all d_k (and,
-# backward, all d_v) channels of a sub-block; 128-wide tiles would need
-# more shared memory than one program may have.
+# Wider heads would need more shared memory than one program may have.
 MAX_HEAD_DIM = 64
-
-
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-
-
-# Fixed launch configuration of each kernel (Triton's launch options): the
-# whole-chunk kernels at 4 warps (straight-line code, two programs a
-# multiprocessor), the sub-block kernels at 8 (4 would spill) with loops
-# that copy nothing ahead, the state scan at 8 (README.md).
+# Fixed launch options of each kernel, no autotuning (README.md).
 LAUNCH = {
     'states': dict(num_warps=8),
     'whole_forward': dict(num_warps=4),
@@ -73,10 +41,7 @@ LAUNCH = {
     'backward': dict(num_warps=8, num_stages=1),
     'gate_grad': dict(num_warps=4),
 }
-
-
-# Warps of the whole-chunk kernels on GPUs other than sm_90, where 4
-# warps spill more.
+# Warps of the whole-chunk kernels off sm_90, where 4 spill more.
 WHOLE_WARPS_ELSEWHERE = 8
 
 
@@ -99,10 +64,7 @@ def _width(d, least=16):
 
 
 def tile_widths(K, V):
-    """Channel tiles (BK, BV) of each launch for heads of d_k = K and
-    d_v = V: the state scans take blocks of 32 key channels by every
-    value channel, the outputs up to 64 value channels, the gradients
-    every channel."""
+    """Channel tiles (BK, BV) of each launch for d_k = K, d_v = V."""
     return dict(
         states=dict(BK=min(32, _width(K)), BV=_width(V)),
         forward=dict(BK=_width(K), BV=min(64, _width(V))),
@@ -121,7 +83,7 @@ def _dtypes(dtype):
         torch.float32: tl.float32,
     }[dtype]
     # The interpreter multiplies bf16 as integers: feed it fp32 holding
-    # bf16-rounded values (see triton_kernels).
+    # bf16-rounded values.
     interpreted = interpreting()
     return dt, tl.float32 if interpreted and dt == tl.bfloat16 else dt
 
@@ -134,9 +96,8 @@ def _like_tokens(x, d, dtype=None):
 
 
 def launch_options(kind, capability):
-    """``LAUNCH[kind]`` on a GPU of compute ``capability`` ((major, minor),
-    None under Triton's interpreter): the whole-chunk kernels take
-    :data:`WHOLE_WARPS_ELSEWHERE` warps on GPUs other than sm_90."""
+    """``LAUNCH[kind]`` on a GPU of ``capability`` ((major, minor), None
+    under the interpreter)."""
     options = LAUNCH[kind]
     if kind.startswith('whole') and capability not in (None, (9, 0)):
         options = dict(options, num_warps=WHOLE_WARPS_ELSEWHERE)
@@ -144,16 +105,13 @@ def launch_options(kind, capability):
 
 
 def states_launch(programs):
-    """The state scan's launch options for a grid of ``programs``: its
-    loop over the chunks copies nothing ahead where there are many
-    (:func:`~..common.triton_runtime.num_stages`), and copies ahead where
-    a multiprocessor has one program or two."""
+    """The state scan's launch options for a grid of ``programs``."""
     return dict(LAUNCH['states'], num_stages=num_stages(programs))
 
 
 def chunk_states(x, y, g0, g1, inclusive, dtypes):
-    """:func:`~.triton_kernels.chunk_states_kernel`: (2, B, H, NT, K, V)
-    in y's dtype (the kernels' ``DT``)."""
+    """:func:`~.triton_forward.chunk_states_kernel`: (2, B, H, NT, K, V)
+    in y's dtype."""
     from .triton_forward import chunk_states_kernel
 
     B, H, T, K = x.shape
@@ -174,8 +132,8 @@ def chunk_states(x, y, g0, g1, inclusive, dtypes):
 
 def forward(q, k, v, c_fwd, c_bwd, scale):
     """``scale * (o^f + flip(o^b))``, (B, H, T, d_v) in v's dtype, from
-    the cumulative gates within chunks ``c_fwd``, ``c_bwd`` (fp32 (B, H,
-    T, d_k), :func:`~.gates.within_chunks`)."""
+    the gates' sums within chunks ``c_fwd``, ``c_bwd`` (fp32 (B, H, T,
+    d_k))."""
     from .triton_forward import bigla_fwd_kernel, chunk_fwd_kernel
 
     B, H, T, K = q.shape
@@ -206,7 +164,7 @@ def forward(q, k, v, c_fwd, c_bwd, scale):
 
 def backward(d_o, q, k, v, c_fwd, c_bwd, scale):
     """Gradients of :func:`forward`: dq, dk, dv in their inputs' dtype,
-    dc_fwd, dc_bwd (of the cumulative gates) in fp32."""
+    dc_fwd, dc_bwd in fp32."""
     from .triton_backward import (
         PARTS,
         bigla_bwd_kernel,
@@ -236,8 +194,7 @@ def backward(d_o, q, k, v, c_fwd, c_bwd, scale):
     tiles = tile_widths(K, V)
     sizes = dict(K=K, V=V, BT=CHUNK, BC=SUB_BLOCK, **tiles['backward'])
     sizes.update(DT=dtypes[0], DOT=dtypes[1])
-    # The chunks taken whole, then by sub-blocks with factored diagonals,
-    # then with exact ones.
+    # Whole chunks, then sub-blocks with factored diagonals, then exact.
     whole = launch_options('whole_backward', compute_capability(q.device))
     for part in PARTS:
         chunk_bwd_kernel[(NT, B * H)](*arguments, PART=part, **sizes, **whole)
@@ -253,20 +210,15 @@ def backward(d_o, q, k, v, c_fwd, c_bwd, scale):
 
 
 def given_gates(g_fwd, g_bwd, chunk=None):
-    """The log-gates as they are, or with ``chunk`` their cumulative sums
-    within chunks (:func:`~.gates.within_chunks`): the ``gates`` of
-    :class:`BidirectionalGLATriton` for gates given as tensors."""
+    """The log-gates, or with ``chunk`` their sums within chunks."""
     if chunk is None:
         return g_fwd, g_bwd
     return within_chunks(g_fwd, g_bwd, chunk)
 
 
 def chunked(gates: Callable[..., tuple[Tensor, Tensor]]) -> Callable:
-    """``gates`` as :class:`BidirectionalGLATriton` calls it, with the
-    keyword ``chunk``: itself where it takes that keyword (as
-    :func:`~.gates.log_gates` does, summing in its kernel), else a
-    function that sums its log-gates within chunks
-    (:func:`given_gates`)."""
+    """``gates`` taking the keyword ``chunk``: itself where it does, else
+    a wrapper summing its log-gates within chunks."""
     try:
         parameters = inspect.signature(gates).parameters.values()
     except (TypeError, ValueError):  # no signature to read
@@ -281,15 +233,10 @@ def chunked(gates: Callable[..., tuple[Tensor, Tensor]]) -> Callable:
 
 
 class BidirectionalGLATriton(torch.autograd.Function):
-    """:func:`forward` and :func:`backward` as an autograd Function whose
-    gates are ``gates(*gate_inputs, chunk=CHUNK)`` -> (c_fwd, c_bwd), the
-    log-gates' cumulative sums within chunks of CHUNK tokens
-    (:func:`~.gates.within_chunks`), each (B, H, T, d_k); its gradients
-    are theirs. It saves q, k, v and the gate inputs and recomputes the
-    gates in backward: the two fp32 (B, H, T, d_k) gate tensors are not
-    kept when ``gates`` derives them from smaller inputs (the GLA module's
-    tokens and low-rank gate weights); with :func:`given_gates` the inputs
-    are the gates themselves."""
+    """:func:`forward` and :func:`backward` with the gates
+    ``gates(*gate_inputs, chunk=CHUNK)`` -> (c_fwd, c_bwd), each (B, H,
+    T, d_k). Saves q, k, v and the gate inputs; the gates are recomputed
+    in backward."""
 
     @staticmethod
     def forward(ctx, q, k, v, scale, gates, *gate_inputs):
@@ -322,30 +269,10 @@ def bidirectional_triton_gated(
     gates: Callable[..., tuple[Tensor, Tensor]],
     *gate_inputs: Tensor,
 ) -> Tensor:
-    """``(o^f + flip(o^b)) / 2`` by the fused kernels, with log-gates
-    ``gates(*gate_inputs)`` recomputed in backward, not kept (see
-    :class:`BidirectionalGLATriton`). q, k, v keep their (autocast) dtype,
-    one common one if they differ; the gates go in as fp32. No copies of
-    contiguous or strided (B, H, T, d) views.
-
-    Args:
-        q, k (Tensor): (B, H, T, d_k).
-        v (Tensor): (B, H, T, d_v).
-        scale (float): Query scale.
-        gates (Callable): Deterministic function of ``gate_inputs`` giving
-            the log-gates <= 0 (g_fwd, g_bwd), each (B, H, T, d_k) in token
-            order. Where it takes the keyword ``chunk``, it is called with
-            ``chunk=n`` and gives their cumulative sums within chunks of n
-            tokens instead (:func:`~.gates.log_gates`,
-            :func:`~.gates.within_chunks`); otherwise its gates are summed
-            so (:func:`chunked`).
-        *gate_inputs (Tensor): Its tensors (those that need gradients get
-            them).
-
-    Returns:
-        Tensor: (B, H, T, d_v) in the dtype of ``v`` (laid out (B, T, H,
-        d_v) in memory).
-    """
+    """``(o^f + flip(o^b)) / 2`` by the fused kernels, the log-gates
+    ``gates(*gate_inputs)`` recomputed in backward. q, k, v (B, H, T, d)
+    in one common dtype, any strides; returns (B, H, T, d_v) in v's dtype,
+    laid out (B, T, H, d_v)."""
     reason = unsupported_reason(q, v)
     if reason is not None:
         raise ValueError(f"backend='triton' supports {reason}.")
@@ -360,219 +287,7 @@ def bidirectional_triton_gated(
 def bidirectional_triton(
     q: Tensor, k: Tensor, v: Tensor, g_fwd: Tensor, g_bwd: Tensor, scale: float
 ) -> Tensor:
-    """:func:`bidirectional_triton_gated` with the log-gates g_fwd, g_bwd
-    (B, H, T, d_k) given (the triton backend of ``bidirectional_gla``, which
-    checks the shapes and resolves ``scale``)."""
+    """:func:`bidirectional_triton_gated` with the log-gates given."""
     return bidirectional_triton_gated(
         q, k, v, scale, given_gates, g_fwd, g_bwd
     )
-
-
-BACKENDS = ('auto', 'torch', 'triton', 'fla')
-
-
-CUDA_BACKENDS = ('triton', 'fla')
-
-
-def check_backend(backend: str) -> None:
-    """Raise a ValueError unless ``backend`` is one of :data:`BACKENDS`."""
-    if backend not in BACKENDS:
-        raise ValueError(
-            f'Unknown GLA backend {backend!r}; expected one of {BACKENDS}.'
-        )
-
-
-def resolve_backend(
-    backend: str, device: torch.device, supported: bool = True
-) -> str:
-    """'torch', 'triton' or 'fla' for ``backend`` on ``device`` (a
-    torch.device): 'auto' is 'triton' on CUDA when Triton imports and the
-    inputs are ``supported`` by its kernels, else 'torch'.
-
-    Raises a ValueError for an unknown name and a RuntimeError for 'triton'
-    (unless Triton's interpreter runs) or 'fla' off CUDA."""
-    check_backend(backend)
-    if backend == 'auto':
-        use_triton = device.type == 'cuda' and supported
-        return 'triton' if use_triton and triton_importable() else 'torch'
-    # Triton's interpreter runs our kernels (not fla's) on CPU tensors.
-    interpreted = backend == 'triton' and interpreting()
-    if backend in CUDA_BACKENDS and device.type != 'cuda' and not interpreted:
-        raise RuntimeError(
-            f'backend={backend!r} runs Triton kernels, which need CUDA '
-            f"tensors; got tensors on {device}. Use backend='torch' (or "
-            "'auto', which picks the PyTorch path off CUDA)."
-        )
-    return backend
-
-
-def _backend(backend: str, q: Tensor, v: Tensor) -> str:
-    """:func:`resolve_backend` for q, v; 'traceable' for an empty batch
-    (no kernel to launch, no chunk to scan: the plain-op form gives the
-    empty result)."""
-    if q.numel() == 0:
-        check_backend(backend)
-        return 'traceable'
-    supported = unsupported_reason(q, v) is None
-    return resolve_backend(backend, q.device, supported)
-
-
-def bidirectional_gla(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    g_fwd: Tensor,
-    g_bwd: Tensor,
-    scale: float | None = None,
-    backend: str = 'auto',
-    chunk_size: int = 64,
-) -> Tensor:
-    """Bidirectional GLA: ``(o^f + flip(o^b)) / 2``.
-
-    ``o^f`` is the causal scan with gates ``g_fwd``; ``o^b`` the causal scan
-    of the reversed sequence with the reversed ``g_bwd``, so token t sees
-    keys s >= t decayed by ``prod_{r=t}^{s-1} alpha^b_r``.
-
-    Args:
-        q (Tensor): Queries (B, H, T, d_k).
-        k (Tensor): Keys (B, H, T, d_k).
-        v (Tensor): Values (B, H, T, d_v).
-        g_fwd (Tensor): Forward log-gates <= 0, (B, H, T, d_k), in token
-            order.
-        g_bwd (Tensor): Backward log-gates <= 0, (B, H, T, d_k), in token
-            order.
-        scale (float, optional): Query scale. Defaults to d_k^-1/2.
-        backend (str): ``'torch'`` (:func:`~.chunk.gla_chunked`'s scan, any
-            device), ``'triton'`` (our fused kernels,
-            :func:`~.triton_backend.bidirectional_triton`, CUDA only, fp16 /
-            bf16 / fp32, head widths up to 64), ``'fla'`` (fla's Triton
-            ``chunk_gla``, CUDA only) or ``'auto'`` (triton on CUDA where it
-            applies, else torch). Defaults to 'auto'. While a model is
-            traced for export (see
-            :func:`mmlvit.ops.common.tracing.exporting`), every backend
-            gives way
-            to :func:`~.naive.bidirectional_gla_traceable`, the same
-            function in plain PyTorch ops.
-        chunk_size (int): Chunk of the torch path. Defaults to 64.
-
-    Returns:
-        Tensor: (B, H, T, d_v) in the dtype of ``v``.
-    """
-    check_shapes(q, k, v, g_fwd, g_bwd)
-    scale = default_scale(q, scale)
-    chosen = 'traceable' if exporting() else _backend(backend, q, v)
-    if chosen == 'traceable':
-        return bidirectional_gla_traceable(q, k, v, g_fwd, g_bwd, scale)
-    if chosen == 'triton':
-        return bidirectional_triton(q, k, v, g_fwd, g_bwd, scale)
-    if chosen == 'fla':
-        return bidirectional_fla(q, k, v, g_fwd, g_bwd, scale)
-    return bidirectional_gla_chunked(q, k, v, g_fwd, g_bwd, scale, chunk_size)
-
-
-def bidirectional_gla_gated(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    gates: Callable[..., tuple[Tensor, Tensor]],
-    *gate_inputs: Tensor,
-    scale: float | None = None,
-    backend: str = 'auto',
-    chunk_size: int = 64,
-) -> Tensor:
-    """:func:`bidirectional_gla` with log-gates ``gates(*gate_inputs)`` ->
-    (g_fwd, g_bwd) that are recomputed in backward instead of kept: two
-    fp32 (B, H, T, d_k) tensors per call that a model computing its gates
-    from its tokens and a few weights need not hold for backward. The fused
-    kernels' autograd Function recomputes them itself; the other backends
-    run ``gates`` under activation checkpointing
-    (:func:`~mmlvit.ops.common.recompute.recomputed`), which keeps only
-    its inputs but hands the gates to a scan that saves them.
-
-    Args:
-        q, k (Tensor): (B, H, T, d_k).
-        v (Tensor): (B, H, T, d_v).
-        gates (Callable): A deterministic function of ``gate_inputs`` giving
-            the forward and backward log-gates <= 0, each (B, H, T, d_k) in
-            token order. The triton backend takes the log-gates'
-            cumulative sums within chunks of 64 tokens
-            (:func:`~.gates.within_chunks`): from ``gates(*gate_inputs,
-            chunk=64)`` where it takes that keyword, as
-            :func:`~.gates.log_gates` does, else by summing its gates.
-        *gate_inputs (Tensor): Its tensors.
-        scale, backend, chunk_size: As for :func:`bidirectional_gla`.
-
-    Returns:
-        Tensor: (B, H, T, d_v) in the dtype of ``v``.
-    """
-    if exporting():
-        return bidirectional_gla(q, k, v, *gates(*gate_inputs), scale=scale)
-    if _backend(backend, q, v) == 'triton':
-        scale = default_scale(q, scale)
-        return bidirectional_triton_gated(q, k, v, scale, gates, *gate_inputs)
-    g_fwd, g_bwd = recomputed(gates, *gate_inputs)
-    return bidirectional_gla(
-        q, k, v, g_fwd, g_bwd, scale, backend=backend, chunk_size=chunk_size
-    )
-
-
-@functools.cache
-def fla_chunk_gla():
-    """fla's chunked GLA kernel (``fla.ops.gla.chunk_gla``); an ImportError
-    naming the fla-core package if it does not import."""
-    try:
-        from fla.ops.gla import chunk_gla
-    except ImportError as e:
-        raise ImportError(
-            "backend='fla' needs the fla-core package (fla.ops.gla."
-            "chunk_gla); install it or use backend='torch'."
-        ) from e
-    return chunk_gla
-
-
-@functools.cache
-def fla_importable():
-    """Whether :func:`fla_chunk_gla` imports."""
-    try:
-        fla_chunk_gla()
-    except ImportError:
-        return False
-    return True
-
-
-@fused_entry
-def bidirectional_fla(
-    q: Tensor, k: Tensor, v: Tensor, g_fwd: Tensor, g_bwd: Tensor, scale: float
-) -> Tensor:
-    """``(o^f + flip(o^b)) / 2`` in one ``chunk_gla`` call: the forward
-    sequences and the reversed ones stacked along the batch, in fla's
-    (B, T, H, d) layout. q, k, v keep their (autocast) dtype; the log-gates
-    go in as fp32; no initial state is passed (fla's zero state, kept in
-    fp32 by the kernel). Shapes are not checked here. A fused entry point
-    (:func:`~mmlvit.ops.common.triton_runtime.fused_entry`): ``torch.compile``
-    calls it eagerly.
-
-    Args:
-        q, k (Tensor): (B, H, T, d_k).
-        v (Tensor): (B, H, T, d_v).
-        g_fwd, g_bwd (Tensor): Log-gates (B, H, T, d_k), token order.
-        scale (float): Query scale.
-
-    Returns:
-        Tensor: (B, H, T, d_v) in the dtype of ``v``.
-    """
-    chunk_gla = fla_chunk_gla()
-
-    def both_directions(forward, backward):
-        stacked = torch.cat([forward, backward.flip(2)], dim=0)
-        return stacked.transpose(1, 2)
-
-    o, _ = chunk_gla(
-        both_directions(q, q),
-        both_directions(k, k),
-        both_directions(v, v),
-        both_directions(g_fwd, g_bwd).float(),
-        scale=scale,
-    )
-    o_fwd, o_bwd = o.transpose(1, 2).float().chunk(2, dim=0)
-    return ((o_fwd + o_bwd.flip(2)) / 2).to(v.dtype)
