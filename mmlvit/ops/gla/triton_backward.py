@@ -16,23 +16,24 @@ from .triton_parts import (
     WHOLE_CHUNK,
     _base,
     _block_gates,
+    _blocks_factorable,
     _chunk_gates,
     _chunk_state,
     _chunk_totals,
     _decay_to_end,
     _diagonal_decays,
     _diagonal_scores,
-    _factorable,
     _factored_key_grad,
     _factored_query_grad,
     _factored_scores,
     _gates_tile,
-    _key_pair_sums,
-    _masked_scores,
+    _key_grad,
     _mm,
     _put,
+    _query_grad,
     _tile,
     _triangles,
+    _value_grads,
     _whole,
 )
 
@@ -41,68 +42,6 @@ QUERIES, KEYS, VALUES = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 
 
 PARTS = tuple(part.value for part in (QUERIES, KEYS, VALUES))
-
-
-@triton.jit
-def _blocks_factorable(
-    cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K,
-    BT: tl.constexpr, BC: tl.constexpr,
-):  # fmt: skip
-    """Whether every sub-block of chunk ``i_c`` is :func:`_factorable`, by
-    their gate sums (the sub-blocks' tiles go unused)."""
-    NC: tl.constexpr = BT // BC
-    blocks = True
-    for j in tl.static_range(NC):
-        _, tf, _, tb, _, _ = _block_gates(
-            cum_f, cum_b, i_c * BT, j, ks, sft, sfd, sgt, sgd, T, K, BC, NC
-        )
-        blocks = blocks & _factorable(tf, tb)
-    return blocks
-
-
-@triton.jit
-def _query_grad(
-    do, da, k, c, mask, state, scale, DT: tl.constexpr, DOT: tl.constexpr
-):  # fmt: skip
-    """One direction's dq of a whole chunk, with ``c`` (BT, BK) its
-    inclusive cumulative gates from the chunk's near end (cf, or cb
-    backwards), ``mask`` its triangle of (query, key) pairs, ``da`` =
-    scale do v^T and ``state`` the state entering the chunk: the pairs'
-    part (:func:`_factored_query_grad`) + scale (do state^T) exp(c)."""
-    dq = _mm(do, tl.trans(state), DT, DOT) * scale * exp(c)
-    return dq + _factored_query_grad(da, k, c, mask, DT, DOT)
-
-
-@triton.jit
-def _key_grad(
-    v, da, q, c, total, mask, d_state, scale,
-    DT: tl.constexpr, DOT: tl.constexpr,
-):  # fmt: skip
-    """One direction's dk of a whole chunk, arguments as in
-    :func:`_query_grad`, ``total`` the sum of the gates, ``d_state`` the
-    gradient of the state leaving the chunk: exp(-c) (da_mask^T (q
-    exp(c)) + scale exp(total) (v d_state^T)), the pairs' part and the
-    state's (decayed from each key to the chunk's far end, exp(total -
-    c)) under one factor."""
-    dk = _key_pair_sums(da, q, c, mask, DT, DOT)
-    carried = _mm(v, tl.trans(d_state), DT, DOT)
-    dk += carried * (scale * exp(total))[None, :]
-    return dk * exp(-c)
-
-
-@triton.jit
-def _value_grads(
-    q, k, do, c, total, mask, d_state, DT: tl.constexpr, DOT: tl.constexpr
-):  # fmt: skip
-    """One direction's dv of a whole chunk (unscaled), arguments as in
-    :func:`_key_grad`: A^T do + (k exp(total - c)) d_state, with A_ts =
-    (q_t exp(c_t)) (k_s exp(-c_s)) on ``mask`` and the keys' factors
-    shared by both parts."""
-    keys = k * exp(-c)
-    a = _masked_scores(q * exp(c), keys, mask, DT, DOT)
-    dv = _mm(tl.trans(a), do, DT, DOT)
-    keys *= exp(total)[None, :]
-    return dv + _mm(keys, d_state, DT, DOT)
 
 
 @triton.jit(do_not_specialize=SIZES)
