@@ -1,12 +1,11 @@
 """Gated linear attention (GLA, Yang et al. 2024, arXiv:2312.06635),
-causal and bidirectional (ViG, arXiv:2405.18425), as fla's ``ops/gla``:
-the math, the modules and the launch choices are in this folder's
-README.md.
+causal and bidirectional (ViG, arXiv:2405.18425), as fla's ``ops/gla``;
+the math, the modules and the launch choices are in README.md. Here: the
+public op, its backend choice and the fla backend.
 
 All ops take the layout (B, H, T, d), run with autocast off, keep states,
 gates and decays in at least fp32 (fp64 for fp64 inputs) and return the
-dtype of ``v`` (of ``q`` for the map). ``scale`` defaults to d_k^-1/2.
-"""
+dtype of ``v`` (of ``q`` for the map). ``scale`` defaults to d_k^-1/2."""
 
 import functools
 from collections.abc import Callable

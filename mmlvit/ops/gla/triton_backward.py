@@ -1,9 +1,6 @@
 """Backward Triton kernels of the fused bidirectional GLA: dq, dk, dv and
-the per-token gate gradient terms of one chunk (both directions), then
-the terms of the chunks beyond each chunk added at its edge. Notation,
-layout and the decay factoring as in :mod:`.triton_kernels`; the tile
-helpers are :mod:`.triton_parts`'.
-"""
+the per-token gate gradient terms of each chunk, then the terms of the
+chunks beyond each chunk added at its edge. Notation: :mod:`.triton_parts`."""
 
 import triton
 import triton.language as tl
@@ -56,22 +53,11 @@ def chunk_bwd_kernel(
     BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
     DOT: tl.constexpr, PART: tl.constexpr,
 ):  # fmt: skip
-    """One PART of the gradients of one factorable chunk, as
-    :func:`~.triton_backward_kernels.bigla_bwd_kernel` writes them (BK >=
-    K, BV >= V), one launch each, in this order: QUERIES (dq and the
-    query terms of the gate gradients ``dg``; it also writes the ``kinds``
-    of every chunk), KEYS (dk, and dg's key terms subtracted), VALUES
-    (dv). One kernel for all would hold three times the tiles. With
-    dA = scale do v^T split at the diagonal into its lower (keys s <= t,
-    forward) and upper (s >= t, backward) triangles, k_f = k exp(-cf),
-    q_f = q exp(cf) (and _b with cb):
-    dq_f = exp(cf) (dA_lower k_f + scale do S^f^T),
-    dk_f = exp(-cf) dA_lower^T q_f + scale (v dS^f^T) exp(tf - cf),
-    dv = scale (A^T do + (k exp(tf - cf)) dS^f + (k exp(tb - cb)) dS^b),
-    dS^f the gradient of the forward state leaving the chunk.
+    """One PART of the gradients of a chunk taken whole (BK >= K, BV >= V),
+    one launch each: QUERIES (dq, dg's query terms, and the ``kinds`` of
+    every chunk), KEYS (dk, dg's key terms subtracted), VALUES (dv).
 
-    Grid: (NT, B * H).
-    """
+    Grid: (NT, B * H)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     ks, vs = tl.arange(0, BK), tl.arange(0, BV)
@@ -148,11 +134,8 @@ def _cross_block_grads(
     q_j, k_j, v_j, do_j, k_r, v_r, do_r, key_decay_j, query_decay_j,
     scale, DT: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
-    """Block r's gradient terms from an off-diagonal block j of its chunk,
-    through one direction each way: queries r against keys j (decayed by
-    ``key_decay_j``) and queries j (decayed by ``query_decay_j``) against
-    keys r (``k_r`` carrying its own decay). Returns (dq_r, dv_r, dk_r)
-    still missing block r's own decay factors (dv_r is complete)."""
+    """Block r's terms (dq_r, dv_r, dk_r) from an off-diagonal block j, dq_r
+    and dk_r still without block r's own decay factors."""
     da = _mm(do_r, tl.trans(v_j), DT, DOT) * scale
     dq_r = _mm(da, k_j * key_decay_j, DT, DOT)
     qd_j = q_j * query_decay_j
@@ -170,13 +153,8 @@ def _other_block_grads(
     keys, v_r, do_r, key_edge, query_edge, scale,
     BEFORE: tl.constexpr, DT: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
-    """The terms :func:`_cross_block_grads` gives block r from the
-    sub-block at ``rows``: one before block r (``BEFORE``: its keys decay
-    forwards to block r's start, ``key_edge`` being cf at the token before
-    block r; its queries backwards from there, ``query_edge`` being cb at
-    block r's first token) or one after it (keys backwards to block r's
-    end, ``key_edge`` cb at the token after it; queries forwards from
-    there, ``query_edge`` cf at its last token)."""
+    """:func:`_cross_block_grads` for the sub-block at ``rows``, before
+    block r (``BEFORE``) or after it, decays split at block r's edge."""
     q_j = _tile(q, rows, ks, sqt, sqd, T, K)
     k_j = _tile(k, rows, ks, skt, skd, T, K)
     v_j = _tile(v, rows, vs, svt, svd, T, V)
@@ -207,22 +185,12 @@ def bigla_bwd_kernel(
     BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
     DOT: tl.constexpr, EXACT: tl.constexpr,
 ):  # fmt: skip
-    """dq, dk, dv of one chunk (BK >= K, BV >= V: all channels), and the
-    per-token gate gradient terms (:func:`gate_grad_carry_kernel`):
-    ``dg[0] = q * dq^f - k * dk^f``, ``dg[1] = q * dq^b - k * dk^b``, fp32
-    (2, B, H, T, K), with ^f / ^b the parts through each direction.
-    ``d_states`` as written by :func:`chunk_states_kernel` for (q,
-    dL/do).
+    """dq, dk, dv of a chunk not taken whole (BK >= K, BV >= V), and the
+    per-token gate terms ``dg[d] = q * dq^d - k * dk^d`` (fp32 (2, B, H, T,
+    K)) of each direction d. ``kinds`` selects the chunks: FACTORED_DIAGONALS
+    (EXACT False) or EXACT_DIAGONALS (EXACT True), one launch each.
 
-    It takes the chunks whose ``kinds`` (written by
-    :func:`~.triton_chunk_kernels.chunk_bwd_kernel`, which takes the
-    WHOLE_CHUNK ones) are FACTORED_DIAGONALS (EXACT False: diagonal
-    sub-blocks factored, products on tensor cores) or EXACT_DIAGONALS
-    (EXACT True: exact decays), one launch each: one kernel with both
-    diagonals would hold the registers of both and spill.
-
-    Grid: (NT, B * H).
-    """
+    Grid: (NT, B * H)."""
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     q = _base(q, i_b, i_h, sqb, sqh)
@@ -239,7 +207,6 @@ def bigla_bwd_kernel(
     ks, vs = tl.arange(0, BK), tl.arange(0, BV)
     NC: tl.constexpr = BT // BC
     sub = tl.arange(0, BC)
-    # Nothing runs for another launch's chunk.
     kind = tl.load(kinds + i_bh.to(tl.int64) * NT + i_c)
     if kind != (EXACT_DIAGONALS if EXACT else FACTORED_DIAGONALS):
         return
@@ -250,28 +217,19 @@ def bigla_bwd_kernel(
     d_next_f = _chunk_state(d_states, 1, *chunk)
     strides = (ks, sft, sfd, sgt, sgd, T, K)
     total_f, total_b = _chunk_totals(cum_f, cum_b, i_c, *strides, BT)
-    # The other sub-blocks' tensors and their strides.
     tiles = (q, k, v, do, cum_f, cum_b, ks, vs)
     tile_strides = (
         sqt, sqd, skt, skd, svt, svd, sot, sod, sft, sfd, sgt, sgd, T, K, V,
     )  # fmt: skip
-    # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
-    # several sub-blocks' tiles live at once and spills (kernel_resources).
-    # With cf, cb the chunk's cumulative gates, a decay from token s to t is
-    # exp(cf_t - cf_s) (s < t) or exp(cb_t - cb_s) (s > t).
     for r in range(NC):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
         k_r = _tile(k, rows_r, ks, skt, skd, T, K)
         v_r = _tile(v, rows_r, vs, svt, svd, T, V)
         do_r = _tile(do, rows_r, vs, sot, sod, T, V)
-        # cf before block r, cb after it; block r's own sums from there.
         cf_r, tf_r, cb_r, tb_r, before_f, after_b = _block_gates(
             cum_f, cum_b, i_c * BT, r, *strides, BC, NC
         )
-        # The diagonal block: dA = do v^T; dq sums over keys s <= t
-        # (forward) and s >= t (backward), dk over queries; dv through A
-        # (scaled with the terms below).
         da = _mm(do_r, tl.trans(v_r), DT, DOT) * scale
         if not EXACT:  # through the block's ends
             lower, upper = _triangles(BC)
@@ -295,8 +253,6 @@ def bigla_bwd_kernel(
         dv_r = _mm(tl.trans(a), do_r, DT, DOT)
         after_f = total_f - before_f - tf_r
         before_b = total_b - after_b - tb_r
-        # Decays of block r's keys to the chunk's ends, and to block r's
-        # far ends (for queries in the other blocks).
         key_f = _decay_to_end(cf_r, tf_r)
         key_b = _decay_to_end(cb_r, tb_r)
         to_end_f = key_f * exp(tl.minimum(after_f, 0.0))[None, :]
@@ -311,13 +267,10 @@ def bigla_bwd_kernel(
         dv_r += _mm(k_r * to_end_f, d_next_f, DT, DOT)
         dv_r += _mm(k_r * to_start_b, d_next_b, DT, DOT)
         dv_r *= scale
-        # Blocks of other tokens: sums still missing block r's own factor.
         dq_f_in = tl.zeros([BC, BK], dtype=tl.float32)
         dq_b_in = tl.zeros([BC, BK], dtype=tl.float32)
         dk_f_in = tl.zeros([BC, BK], dtype=tl.float32)
         dk_b_in = tl.zeros([BC, BK], dtype=tl.float32)
-        # Blocks before r: queries r, keys j forward; queries j, keys r
-        # backward; both split at block r's start (cb there: start_b).
         start_b = after_b + tb_r
         for j in range(r):
             part_q, part_v, part_k = _other_block_grads(
@@ -327,8 +280,6 @@ def bigla_bwd_kernel(
             dq_f_in += part_q
             dv_r += part_v
             dk_b_in += part_k
-        # Blocks after r: queries r, keys j backward; queries j, keys r
-        # forward; both split at block r's end (cf there: end_f).
         end_f = before_f + tf_r
         for j in range(r + 1, NC):
             part_q, part_v, part_k = _other_block_grads(
@@ -352,9 +303,7 @@ def bigla_bwd_kernel(
 @triton.jit
 def _chunk_carries(dg, ks, T, NT, K, BT: tl.constexpr, REVERSE: tl.constexpr):
     """Add to one direction's ``dg`` (T, K), at each chunk's last token
-    (``REVERSE``) or first, its sum over all later (earlier) chunks,
-    chunk by chunk with a carried total, from the last chunk (``REVERSE``)
-    or the first."""
+    (``REVERSE``) or first, its sum over the chunks after (before) it."""
     carry = tl.zeros(ks.shape, dtype=tl.float32)
     for n in range(NT):
         c = NT - 1 - n if REVERSE else n
@@ -372,19 +321,10 @@ def _chunk_carries(dg, ks, T, NT, K, BT: tl.constexpr, REVERSE: tl.constexpr):
 def gate_grad_carry_kernel(
     dg, T, NT, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr
 ):
-    """In place on ``dg`` (2, B, H, T, K) fp32, the per-token terms
-    ``q * dq - k * dk`` of each direction: the gradients of the cumulative
-    gates within chunks (cf, cb). Forward gates: dL/dcf_t is the term at t,
-    and at a chunk's last token also the terms of all later chunks
-    (dL/dgf_t sums the terms from t on, and gf_t enters cf at the chunk's
-    tokens from t on); backward gates: at a chunk's first token, the terms
-    of all earlier chunks. The sums within chunks are the log-gates'
-    (:func:`~.gate_kernels.log_gate_grad_kernel`). One loop for the
-    program's direction; a sum over a chunk's tokens an iteration, a row
-    rewritten.
+    """In place on ``dg`` (2, B, H, T, K) fp32: the gradients of the gates'
+    sums within chunks (cf, cb) from the per-token terms ``q dq - k dk``.
 
-    Grid: (cdiv(K, BK), B * H, 2).
-    """
+    Grid: (cdiv(K, BK), B * H, 2)."""
     i_k, i_bh, i_dir = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     n_bh = tl.num_programs(1)
     dg += (i_dir * n_bh + i_bh).to(tl.int64) * T * K

@@ -1,4 +1,6 @@
-"""Forward kernels."""
+"""Forward Triton kernels of the fused bidirectional GLA: the chunk states
+of both directions, the outputs of the chunks taken whole and of the
+others by sub-blocks. Notation: :mod:`.triton_parts`."""
 
 import triton
 import triton.language as tl
@@ -33,25 +35,14 @@ def chunk_states_kernel(
     BK: tl.constexpr, BV: tl.constexpr, INCLUSIVE: tl.constexpr,
     DT: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
-    """Exclusive scans of chunk summaries in both directions.
+    """Exclusive scans of chunk summaries, direction 0 (gates ``g0``) left
+    to right, 1 (``g1``) right to left: chunk c's summary is ``sum_t (x_t
+    exp(e_t))^T y_t``, e_t the log-decay from t to the chunk's far end (t's
+    own gate included when INCLUSIVE). Writes the carry entering each chunk
+    to ``out`` (2, B, H, NT, K, V). States: x, y, g0, g1 = k, v, cf, cb;
+    their gradients: q, dL/do, cb, cf with INCLUSIVE.
 
-    Direction 0 (cumulative gates ``g0``) scans chunks left to right,
-    direction 1 (``g1``) right to left. Chunk c's summary is
-    ``sum_t (x_t exp(e_t))^T y_t`` with e_t the log-decay from token t to
-    the chunk's far end in the scan direction (token t's own gate included
-    when INCLUSIVE); the carry decays by the chunk's gate sum, in fp32.
-    Writes the carry entering every chunk: ``out`` (2, B, H, NT, K, V),
-    rounded to its dtype.
-
-    States (x = k, y = v, g0 = cf, g1 = cb): out[0] = S^f, out[1] = S^b,
-    with e_t = tf - cf_t (gf over the chunk's tokens after t) and tb - cb_t.
-    Their gradients (x = q, y = dL/do, g0 = cb, g1 = cf, INCLUSIVE):
-    out[0][c] = dL/dS^b_{c-1}, out[1][c] = dL/dS^f_{c+1} (unscaled), with
-    e_t = cb_t (gb over the tokens from t on) and cf_t. So g0 runs from the
-    chunk's start unless INCLUSIVE, g1 when INCLUSIVE.
-
-    Grid: (cdiv(K, BK), cdiv(V, BV), B * H * 2).
-    """
+    Grid: (cdiv(K, BK), cdiv(V, BV), B * H * 2)."""
     i_k, i_v, i_bhd = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_dir, i_bh = i_bhd % 2, i_bhd // 2
     i_b, i_h = i_bh // H, i_bh % H
@@ -72,8 +63,6 @@ def chunk_states_kernel(
         tl.store(out + c.to(tl.int64) * K * V + out_offsets, carry, out_mask)
         b_x = _tile(x, rows, ks, sxt, sxd, T, K)
         b_y = _tile(y, rows, vs, syt, syd, T, V)
-        # One of the two tile loads is fully masked: no branch in the loop.
-        # Both directions' gate sums are read and one kept (README.md).
         cum = _tile(g0, rows, ks, s0t, s0d, T * (1 - i_dir), K)
         cum += _tile(g1, rows, ks, s1t, s1d, T * i_dir, K)
         if INCLUSIVE:  # g0 = cb, g1 = cf
@@ -101,12 +90,10 @@ def chunk_fwd_kernel(
     BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
     DOT: tl.constexpr,
 ):  # fmt: skip
-    """Output of one factorable chunk for a tile of BV value channels:
-    o = scale (q_f S^f + q_b S^b + A v), q_f = q exp(cf), q_b = q exp(cb),
-    A by :func:`_factored_scores`.
+    """Output of a chunk taken whole, a tile of BV value channels: o = scale
+    (q_f S^f + q_b S^b + A v); flags it in ``whole``.
 
-    Grid: (cdiv(V, BV), NT, B * H).
-    """
+    Grid: (cdiv(V, BV), NT, B * H)."""
     i_v, i_c, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     ks = tl.arange(0, BK)
@@ -143,13 +130,10 @@ def bigla_fwd_kernel(
     BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
     DOT: tl.constexpr,
 ):  # fmt: skip
-    """Output of one chunk, both directions, for a tile of BV value
-    channels (BK >= K: all key channels), sub-block by sub-block: the
-    chunks that :func:`~.triton_chunk_kernels.chunk_fwd_kernel` left
-    (``whole`` 0).
+    """Output of a chunk not taken whole (``whole`` 0), sub-block by
+    sub-block, a tile of BV value channels (BK >= K).
 
-    Grid: (cdiv(V, BV), NT, B * H).
-    """
+    Grid: (cdiv(V, BV), NT, B * H)."""
     i_v, i_c, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     q = _base(q, i_b, i_h, sqb, sqh)
@@ -162,21 +146,15 @@ def bigla_fwd_kernel(
     vs = i_v * BV + tl.arange(0, BV)
     NC: tl.constexpr = BT // BC
     sub = tl.arange(0, BC)
-    # Nothing runs for a chunk taken whole.
     if tl.load(whole + (i_v * B * H + i_bh).to(tl.int64) * NT + i_c) != 0:
         return
     chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V)
     state_f = _chunk_state(states, 0, *chunk)
     state_b = _chunk_state(states, 1, *chunk)
     strides = (ks, sft, sfd, sgt, sgd, T, K)
-    # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
-    # several sub-blocks' tiles live at once and spills.
-    # With cf, cb the chunk's cumulative gates, a decay from token s to t is
-    # exp(cf_t - cf_s) (s < t) or exp(cb_t - cb_s) (s > t).
     for r in range(NC):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
-        # cf before block r, cb after it; block r's own sums from there.
         cf_r, tf_r, cb_r, tb_r, before_f, after_b = _block_gates(
             cum_f, cum_b, i_c * BT, r, *strides, BC, NC
         )

@@ -1,8 +1,7 @@
-"""The public bidirectional GLA op and its backends: PyTorch
-(:mod:`.chunk`), our fused Triton kernels (launches and autograd Function
-here, kernels in :mod:`.triton_forward` and :mod:`.triton_backward`) and
-fla's Triton ``chunk_gla`` (fla-core). Launch choices: README.md.
-"""
+"""The triton backend of ``bidirectional_gla``: launches of our fused
+kernels (:mod:`.triton_forward`, :mod:`.triton_backward`), both
+directions in one pass, and their autograd Function. Launch choices and
+their measurements: README.md."""
 
 import functools
 import inspect

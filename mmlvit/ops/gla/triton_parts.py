@@ -248,8 +248,7 @@ def _blocks_factorable(
     cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K,
     BT: tl.constexpr, BC: tl.constexpr,
 ):  # fmt: skip
-    """Whether every sub-block of chunk ``i_c`` is :func:`_factorable`, by
-    their gate sums (the sub-blocks' tiles go unused)."""
+    """Whether every sub-block of chunk ``i_c`` is :func:`_factorable`."""
     NC: tl.constexpr = BT // BC
     blocks = True
     for j in tl.static_range(NC):
@@ -264,11 +263,8 @@ def _blocks_factorable(
 def _query_grad(
     do, da, k, c, mask, state, scale, DT: tl.constexpr, DOT: tl.constexpr
 ):  # fmt: skip
-    """One direction's dq of a whole chunk, with ``c`` (BT, BK) its
-    inclusive cumulative gates from the chunk's near end (cf, or cb
-    backwards), ``mask`` its triangle of (query, key) pairs, ``da`` =
-    scale do v^T and ``state`` the state entering the chunk: the pairs'
-    part (:func:`_factored_query_grad`) + scale (do state^T) exp(c)."""
+    """One direction's dq of a whole chunk, (BT, BK): the pairs' part plus
+    scale (do state^T) exp(c), ``state`` the state entering the chunk."""
     dq = _mm(do, tl.trans(state), DT, DOT) * scale * exp(c)
     return dq + _factored_query_grad(da, k, c, mask, DT, DOT)
 
@@ -278,12 +274,8 @@ def _key_grad(
     v, da, q, c, total, mask, d_state, scale,
     DT: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
-    """One direction's dk of a whole chunk, arguments as in
-    :func:`_query_grad`, ``total`` the sum of the gates, ``d_state`` the
-    gradient of the state leaving the chunk: exp(-c) (da_mask^T (q
-    exp(c)) + scale exp(total) (v d_state^T)), the pairs' part and the
-    state's (decayed from each key to the chunk's far end, exp(total -
-    c)) under one factor."""
+    """One direction's dk of a whole chunk, (BT, BK): the pairs' part plus
+    the leaving state's gradient ``d_state`` decayed to each key."""
     dk = _key_pair_sums(da, q, c, mask, DT, DOT)
     carried = _mm(v, tl.trans(d_state), DT, DOT)
     dk += carried * (scale * exp(total))[None, :]
@@ -294,10 +286,8 @@ def _key_grad(
 def _value_grads(
     q, k, do, c, total, mask, d_state, DT: tl.constexpr, DOT: tl.constexpr
 ):  # fmt: skip
-    """One direction's dv of a whole chunk (unscaled), arguments as in
-    :func:`_key_grad`: A^T do + (k exp(total - c)) d_state, with A_ts =
-    (q_t exp(c_t)) (k_s exp(-c_s)) on ``mask`` and the keys' factors
-    shared by both parts."""
+    """One direction's dv of a whole chunk (unscaled), (BT, BV): A^T do +
+    (k exp(total - c)) d_state."""
     keys = k * exp(-c)
     a = _masked_scores(q * exp(c), keys, mask, DT, DOT)
     dv = _mm(tl.trans(a), do, DT, DOT)
