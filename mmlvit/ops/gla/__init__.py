@@ -5,7 +5,8 @@ public op, its backend choice and the fla backend.
 
 All ops take the layout (B, H, T, d), run with autocast off, keep states,
 gates and decays in at least fp32 (fp64 for fp64 inputs) and return the
-dtype of ``v`` (of ``q`` for the map). ``scale`` defaults to d_k^-1/2."""
+dtype of ``v`` (of ``q`` for the map). ``scale`` defaults to d_k^-1/2.
+"""
 
 import functools
 from collections.abc import Callable

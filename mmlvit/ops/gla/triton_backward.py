@@ -57,7 +57,8 @@ def chunk_bwd_kernel(
     one launch each: QUERIES (dq, dg's query terms, and the ``kinds`` of
     every chunk), KEYS (dk, dg's key terms subtracted), VALUES (dv).
 
-    Grid: (NT, B * H)."""
+    Grid: (NT, B * H).
+    """
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     ks, vs = tl.arange(0, BK), tl.arange(0, BV)
@@ -190,7 +191,8 @@ def bigla_bwd_kernel(
     K)) of each direction d. ``kinds`` selects the chunks: FACTORED_DIAGONALS
     (EXACT False) or EXACT_DIAGONALS (EXACT True), one launch each.
 
-    Grid: (NT, B * H)."""
+    Grid: (NT, B * H).
+    """
     i_c, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     q = _base(q, i_b, i_h, sqb, sqh)
@@ -324,7 +326,8 @@ def gate_grad_carry_kernel(
     """In place on ``dg`` (2, B, H, T, K) fp32: the gradients of the gates'
     sums within chunks (cf, cb) from the per-token terms ``q dq - k dk``.
 
-    Grid: (cdiv(K, BK), B * H, 2)."""
+    Grid: (cdiv(K, BK), B * H, 2).
+    """
     i_k, i_bh, i_dir = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     n_bh = tl.num_programs(1)
     dg += (i_dir * n_bh + i_bh).to(tl.int64) * T * K

@@ -42,7 +42,8 @@ def chunk_states_kernel(
     to ``out`` (2, B, H, NT, K, V). States: x, y, g0, g1 = k, v, cf, cb;
     their gradients: q, dL/do, cb, cf with INCLUSIVE.
 
-    Grid: (cdiv(K, BK), cdiv(V, BV), B * H * 2)."""
+    Grid: (cdiv(K, BK), cdiv(V, BV), B * H * 2).
+    """
     i_k, i_v, i_bhd = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_dir, i_bh = i_bhd % 2, i_bhd // 2
     i_b, i_h = i_bh // H, i_bh % H
@@ -93,7 +94,8 @@ def chunk_fwd_kernel(
     """Output of a chunk taken whole, a tile of BV value channels: o = scale
     (q_f S^f + q_b S^b + A v); flags it in ``whole``.
 
-    Grid: (cdiv(V, BV), NT, B * H)."""
+    Grid: (cdiv(V, BV), NT, B * H).
+    """
     i_v, i_c, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     ks = tl.arange(0, BK)
@@ -133,7 +135,8 @@ def bigla_fwd_kernel(
     """Output of a chunk not taken whole (``whole`` 0), sub-block by
     sub-block, a tile of BV value channels (BK >= K).
 
-    Grid: (cdiv(V, BV), NT, B * H)."""
+    Grid: (cdiv(V, BV), NT, B * H).
+    """
     i_v, i_c, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     q = _base(q, i_b, i_h, sqb, sqh)

@@ -7,7 +7,8 @@ gates from the chunk's start, ``cb`` of the backward ones from its end,
 fp32 (B, H, T, d_k). Tensors are (B, H, T, d), any strides. ``DT`` is the
 dtype of q, k, v, ``DOT`` the one handed to ``tl.dot`` (fp32 holding
 DT-rounded values under the interpreter, whose bf16 products are wrong).
-The math and how decays are factored: README.md."""
+The math and how decays are factored: README.md.
+"""
 
 import triton
 import triton.language as tl
