@@ -103,7 +103,7 @@ VARIANTS = (
         GLA,
         (
             Patch(
-                'mmlvit.ops.gla.triton_backend', 'LAUNCH', _whole_chunks_at(8)
+                'mmlvit.ops.gla.triton_function', 'LAUNCH', _whole_chunks_at(8)
             ),
         ),
     ),
@@ -113,7 +113,11 @@ VARIANTS = (
         'instructions an iteration, 20 resident warps instead of 32 (sm_90, '
         'bf16)',
         GLA,
-        (Patch('mmlvit.ops.gla.triton_backend', 'LAUNCH', _state_scan_at(4)),),
+        (
+            Patch(
+                'mmlvit.ops.gla.triton_function', 'LAUNCH', _state_scan_at(4)
+            ),
+        ),
     ),
     Variant(
         'gla-gate-grad-8-warps',

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import mmlvit.models.attentions.mhla as mhla_module
-import mmlvit.ops.gla.dispatch as gla_dispatch
+import mmlvit.ops.gla as gla_dispatch
 from mmlvit.models.attentions import MHLAttention
 from mmlvit.ops.gla import bidirectional_gla, gla_recurrent
 from mmlvit.ops.gla.naive import (

@@ -9,7 +9,7 @@ dtypes seen.
 - ``chunk_gla``: fla-core's ``chunk_gla`` against its naive recurrence
   (``fla.ops.gla.naive.naive_recurrent_gla``), output and gradients.
 - ``bidirectional``: the fla path of ``bidirectional_gla``
-  (``mmlvit.ops.gla.dispatch.bidirectional_fla``) against the PyTorch
+  (``mmlvit.ops.gla.bidirectional_fla``) against the PyTorch
   path, output and gradients, in fp32 and from bf16/fp16 inputs.
 - ``compiled``: a function around the fla path through ``torch.compile``
   (inductor) against the same function in eager mode, output and
@@ -65,8 +65,8 @@ from fla.ops.gla import chunk_gla  # noqa: E402
 from fla.ops.gla.naive import naive_recurrent_gla  # noqa: E402
 from gla_inputs import grads, inputs  # noqa: E402
 
+import mmlvit.ops.gla as fla_backend  # noqa: E402
 from mmlvit.ops.gla import bidirectional_gla  # noqa: E402
-from mmlvit.ops.gla import dispatch as fla_backend  # noqa: E402
 
 DTYPES = {'fp32': torch.float32, 'fp16': torch.float16}
 

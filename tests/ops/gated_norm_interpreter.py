@@ -23,8 +23,8 @@ from fused_linear_interpreter import (
 )
 
 from mmlvit.models.attentions import GatedLinearAttention
+from mmlvit.ops.gla import gate_kernels as function
 from mmlvit.ops.gla import gated_rms_norm
-from mmlvit.ops.gla import norm_kernels as function
 
 EPS = 1e-5
 

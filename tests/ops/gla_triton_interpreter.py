@@ -27,10 +27,10 @@ from mmlvit.ops.common.heads import common_buffer
 from mmlvit.ops.gla import (
     bidirectional_gla_gated,
     bidirectional_gla_map,
-    triton_backend,
-    triton_backward_kernels,
-    triton_kernels,
 )
+from mmlvit.ops.gla import triton_backward as triton_backward_kernels  # noqa: E402
+from mmlvit.ops.gla import triton_forward as triton_kernels  # noqa: E402
+from mmlvit.ops.gla import triton_function as triton_backend  # noqa: E402
 
 NAMES = 'q k v g_fwd g_bwd'.split()
 FLAG = torch.int32  # the dtype of the passes' chunk flags

@@ -141,7 +141,7 @@ def test_rocm_gpus_take_the_pytorch_path(monkeypatch, h100_dispatch):
     takes the PyTorch path there (the kernels use NVIDIA PTX and launch
     options), 'triton' says why, and GLA's backend choice does the
     same."""
-    from mmlvit.ops.gla.triton_backend import unsupported_reason
+    from mmlvit.ops.gla.triton_function import unsupported_reason
 
     dispatch, token = h100_dispatch, cuda_token()
     assert dispatch.use_fused('auto', token)

@@ -10,9 +10,9 @@ import torch
 from fla.ops.gla.naive import naive_recurrent_gla
 from gla_inputs import grads, inputs
 
+import mmlvit.ops.gla as dispatch
 import mmlvit.ops.gla.chunk as chunk_ops
-import mmlvit.ops.gla.dispatch as dispatch
-import mmlvit.ops.gla.workspace as workspace
+import mmlvit.ops.gla.chunk as workspace
 from mmlvit.ops import (
     bidirectional_gla,
     bidirectional_gla_map,

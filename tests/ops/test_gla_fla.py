@@ -9,8 +9,8 @@ import pytest
 import torch
 from gla_inputs import inputs
 
-import mmlvit.ops.gla.dispatch as dispatch
-import mmlvit.ops.gla.dispatch as fla_backend
+import mmlvit.ops.gla as dispatch
+import mmlvit.ops.gla as fla_backend
 from mmlvit.ops import bidirectional_gla
 from mmlvit.ops.gla import BACKENDS, check_backend
 

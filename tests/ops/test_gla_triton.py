@@ -10,9 +10,10 @@ import pytest
 import torch
 from gla_inputs import inputs
 
-import mmlvit.ops.gla.dispatch as dispatch
+import mmlvit.ops.gla as dispatch
 from mmlvit.ops import bidirectional_gla
-from mmlvit.ops.gla import log_gates, triton_backend
+from mmlvit.ops.gla import log_gates
+from mmlvit.ops.gla import triton_function as triton_backend
 from mmlvit.ops.gla.gates import within_chunks
 
 # ----------------------------------------------------- backend choice
@@ -45,7 +46,8 @@ def test_state_scan_copies_ahead_only_in_small_grids(
     px, batch 128 copies nothing ahead; at 2048 px, batch 2 its 96
     programs (fewer than a GPU's multiprocessors) do (Triton's default)."""
     pytest.importorskip('triton')
-    from mmlvit.ops.gla import triton_backend, triton_kernels
+    from mmlvit.ops.gla import triton_forward as triton_kernels
+    from mmlvit.ops.gla import triton_function as triton_backend
 
     launches = []
 
@@ -218,7 +220,7 @@ def test_gates_function_without_chunk_keyword(interpreted):
 
 
 def test_chunked_passes_functions_that_sum_within_chunks():
-    """:func:`~mmlvit.ops.gla.triton_backend.chunked`: a function taking
+    """:func:`~mmlvit.ops.gla.triton_function.chunked`: a function taking
     ``chunk`` (or any keyword) is called as it is; one that does not has
     its gates summed within chunks, as ``within_chunks`` sums them."""
     g_fwd, g_bwd = inputs(B=1, H=2, T=70, d=4, gate=2)[3:]

@@ -294,7 +294,7 @@ def test_every_kernel_fits_a_programs_shared_memory(load_tool, arch, dtypes):
     tile; in fp16 the key-value gradient needed 164 KiB on sm_80 while it
     loaded two token tiles ahead."""
     from mmlvit.ops.common.dispatch import MAX_HEAD_DIMS
-    from mmlvit.ops.gla.triton_backend import MAX_HEAD_DIM
+    from mmlvit.ops.gla.triton_function import MAX_HEAD_DIM
 
     assert MAX_HEAD_DIMS == MAX_HEAD_DIM == HEAD_WIDTH
     tool = load_tool('tools/analysis/kernel_resources.py')

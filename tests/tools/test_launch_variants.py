@@ -22,14 +22,14 @@ def _stages():
 
 
 def _gla_whole_warps():
-    from mmlvit.ops.gla.triton_backend import launch_options
+    from mmlvit.ops.gla.triton_function import launch_options
 
     kinds = ('whole_forward', 'whole_backward')
     return {launch_options(k, SM90)['num_warps'] for k in kinds}
 
 
 def _gla_scan_warps():
-    from mmlvit.ops.gla.triton_backend import states_launch
+    from mmlvit.ops.gla.triton_function import states_launch
 
     return states_launch(10**6)['num_warps']
 

@@ -167,12 +167,8 @@ def depthwise_conv_cases(dtype, name, d, arch=90):
 
 
 def gla_cases(dtype, name, d, arch=90):
-    from mmlvit.ops.gla import triton_backend as backend
-    from mmlvit.ops.gla import (
-        triton_backward_kernels,
-        triton_chunk_kernels,
-        triton_kernels,
-    )
+    from mmlvit.ops.gla import triton_backward, triton_forward
+    from mmlvit.ops.gla import triton_function as backend
 
     tokens = ('q', 'k', 'v', 'o', 'do', 'dq', 'dk', 'dv', 'x', 'y')
     tokens += ('states', 'd_states', 'out')  # chunk states in DT
@@ -195,7 +191,7 @@ def gla_cases(dtype, name, d, arch=90):
     cases = [
         KernelCase(
             'gla.chunk_states_kernel',
-            triton_kernels.chunk_states_kernel,
+            triton_forward.chunk_states_kernel,
             pointers,
             dict(chunk, **tiles['states'], INCLUSIVE=False),
             launch['states'][1],
@@ -203,7 +199,7 @@ def gla_cases(dtype, name, d, arch=90):
         ),
         KernelCase(
             'gla.chunk_fwd_kernel (whole chunks)',
-            triton_chunk_kernels.chunk_fwd_kernel,
+            triton_forward.chunk_fwd_kernel,
             pointers,
             dict(chunk, **tiles['forward']),
             launch['whole_forward'][1],
@@ -212,7 +208,7 @@ def gla_cases(dtype, name, d, arch=90):
         ),
         KernelCase(
             'gla.bigla_fwd_kernel',
-            triton_kernels.bigla_fwd_kernel,
+            triton_forward.bigla_fwd_kernel,
             pointers,
             dict(blocks, **tiles['forward']),
             launch['forward'][1],
@@ -222,21 +218,19 @@ def gla_cases(dtype, name, d, arch=90):
         *(
             KernelCase(
                 f'gla.chunk_bwd_kernel (whole chunks, {name})',
-                triton_chunk_kernels.chunk_bwd_kernel,
+                triton_backward.chunk_bwd_kernel,
                 pointers,
                 dict(blocks, PART=part),
                 launch['whole_backward'][1],
                 floats=('scale',),
                 options=launch['whole_backward'][0],
             )
-            for part, name in zip(
-                triton_chunk_kernels.PARTS, ('dq', 'dk', 'dv')
-            )
+            for part, name in zip(triton_backward.PARTS, ('dq', 'dk', 'dv'))
         ),
         *(
             KernelCase(
                 f'gla.bigla_bwd_kernel ({diagonal})',
-                triton_backward_kernels.bigla_bwd_kernel,
+                triton_backward.bigla_bwd_kernel,
                 pointers,
                 dict(blocks, EXACT=diagonal == 'exact diagonals'),
                 launch['backward'][1],
@@ -247,7 +241,7 @@ def gla_cases(dtype, name, d, arch=90):
         ),
         KernelCase(
             'gla.gate_grad_carry_kernel',
-            triton_backward_kernels.gate_grad_carry_kernel,
+            triton_backward.gate_grad_carry_kernel,
             pointers,
             dict(K=d, BT=backend.CHUNK, **tiles['gate_grad']),
             launch['gate_grad'][1],
@@ -296,8 +290,8 @@ def gla_cases(dtype, name, d, arch=90):
 
 
 def gated_norm_cases(dtype, name, d, arch=90):
-    from mmlvit.ops.gla import norm_kernels as function
-    from mmlvit.ops.gla import norm_kernels as kernels
+    from mmlvit.ops.gla import gate_kernels as function
+    from mmlvit.ops.gla import gate_kernels as kernels
 
     tokens = ('o', 'z', 'y', 'dy', 'do', 'dz')
     pointers = {f'{n}_ptr': name for n in tokens}

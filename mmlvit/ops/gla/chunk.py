@@ -1,6 +1,7 @@
-"""Chunked GLA in PyTorch: the scans over groups of chunks with their
-written-out backward, the autograd Function, and the causal and
-bidirectional ops built on it (docs/operators.md, GLA)."""
+"""Chunked GLA in PyTorch (``backend='torch'``): scans over groups of
+chunks, their layout, written-out backward and autograd Function."""
+
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -12,28 +13,164 @@ from .naive import (
     check_shapes,
     default_scale,
 )
-from .workspace import ChunkGroups, Workspace, row_sums, zero_sequences
 
-# Largest log-decay one chunk may span after its first token (see
-# ``workspace.chunk_decays``): keys grown by up to exp(40) and queries shrunk
-# by as much stay far from fp32's overflow (exp(88)) and underflow
-# (exp(-103)).
+# Elements of one step's buffer: groups of chunks small enough for cache.
+GROUP_ELEMENTS = 2**18
+
+
+class ChunkGroups:
+    """Which tokens each step of a chunked scan reads and writes: chunks of L
+    tokens in G groups of c, zero-padded; step i's (D, B, H, c L, d) buffers
+    hold region i and, with D = 2, region G - 1 - i reversed."""
+
+    def __init__(self, shape, L, both_directions, device):
+        B, H, T, d = shape
+        self.T, self.L, self.D = T, L, 1 + both_directions
+        self.device = device
+        n = -(-T // L)
+        fit = GROUP_ELEMENTS // (self.D * B * H * L * d)
+        self.c = max(1, min(n, fit))
+        self.span = self.c * L
+        self.G = -(-n // self.c)
+
+    def region(self, step, direction):
+        """Tokens [start, stop) of a step in one direction."""
+        r = step if direction == 0 else self.G - 1 - step
+        start = r * self.span
+        return start, min(start + self.span, self.T)
+
+    def _reversed_index(self, start, stop):
+        return torch.arange(stop - 1, start - 1, -1, device=self.device)
+
+    def gather(self, out, step, forward, backward=None):
+        """Fill ``out`` (D, B, H, c L, d) with the step's tokens."""
+        start, stop = self.region(step, 0)
+        out[0, :, :, : stop - start] = forward[:, :, start:stop]
+        out[0, :, :, stop - start :] = 0
+        if self.D == 2:
+            start, stop = self.region(step, 1)
+            source = forward if backward is None else backward
+            index = self._reversed_index(start, stop)
+            pad = self.span - (stop - start)
+            if pad:
+                out[1, :, :, :pad] = 0
+                out[1, :, :, pad:] = source.index_select(2, index)
+            else:
+                torch.index_select(source, 2, index, out=out[1])
+        return out
+
+    def scatter(self, values, step, forward, backward=None):
+        """Add ``values`` (D, B, H, c L, d) to the step's tokens."""
+        start, stop = self.region(step, 0)
+        forward[:, :, start:stop] += values[0, :, :, : stop - start]
+        if self.D == 2:
+            start, stop = self.region(step, 1)
+            index = self._reversed_index(start, stop)
+            part = values[1, :, :, self.span - (stop - start) :]
+            (forward if backward is None else backward).index_add_(
+                2, index, part
+            )
+
+
+def zero_sequences(like, d):
+    """Zeros (B, H, T, d) like ``like``, laid out (T, B, H, d)."""
+    B, H, T, _ = like.shape
+    return like.new_zeros(T, B, H, d).permute(1, 2, 0, 3)
+
+
+class ChunkDecays(NamedTuple):
+    """Decays of a step's chunks, (M, d_k, 1): exp(b_0), exp(b_last - b_0),
+    exp(b_last); ``min_log_span`` the smallest b_last - b_0."""
+
+    entering_to_first: torch.Tensor
+    first_to_last: torch.Tensor
+    entering_to_last: torch.Tensor
+    min_log_span: torch.Tensor
+
+
+def chunk_decays(g, within, out):
+    """Decays of chunks with log-gates ``g`` (M, L, d_k); ``out`` (M, L, d_k)
+    set to exp(b - b_0), which makes the intra-chunk scores one matmul."""
+    torch.bmm(within, g, out=out)
+    log_span = out[:, -1:]  # b_last - b_0 = -R
+    b_first = g[:, :1]
+    entering_to_first, first_to_last = b_first.exp(), log_span.exp()
+    entering_to_last = (b_first + log_span).exp_()
+    min_log_span = log_span.amin()
+    out.exp_()
+    return ChunkDecays(
+        entering_to_first.mT,
+        first_to_last.mT,
+        entering_to_last.mT,
+        min_log_span,
+    )
+
+
+def row_sums(L, like, reverse=False):
+    """(L, L) 0/1 matrix summing rows 1..i (``reverse``: i..L-1)."""
+    ones = like.new_ones(L, L)
+    if reverse:
+        return ones.triu_()
+    ones = ones.tril_()
+    ones[:, 0] = 0
+    return ones
+
+
+class Workspace:
+    """Buffers of one scan step, allocated once a pass: (D, B, H, c L, d)
+    tokens, (N c, L, d) chunk views, (N, c, d_k, d_v) states."""
+
+    def __init__(self, groups, like, d_v):
+        B, H, _, d_k = like.shape
+        self.groups, self.like = groups, like
+        self.N = groups.D * B * H
+        self.M = self.N * groups.c  # chunks per step
+        L = groups.L
+        self.within = row_sums(L, like).expand(self.M, L, L)
+        self.q, self.k, self.g, self.decay = (
+            self.tokens(d_k) for _ in range(4)
+        )
+        self.v = self.tokens(d_v)
+
+    def load(self, step, q, k, v, g_fwd, g_bwd, scale):
+        """The step's scaled, decayed tokens; returns :class:`ChunkDecays`."""
+        gather = self.groups.gather
+        gather(self.q, step, q).mul_(scale)
+        gather(self.k, step, k)
+        gather(self.v, step, v)
+        gather(self.g, step, g_fwd, g_bwd)
+        decays = chunk_decays(
+            self.chunks(self.g), self.within, self.chunks(self.decay)
+        )
+        self.q.mul_(self.decay)
+        self.k.div_(self.decay)
+        return decays
+
+    def tokens(self, d):
+        """An uninitialised (D, B, H, c L, d) token buffer."""
+        g = self.groups
+        return self.like.new_empty(g.D, *self.like.shape[:2], g.span, d)
+
+    def chunks(self, x):
+        """(D, B, H, c L, d) or (N, c, L, d) -> (N c, L, d)."""
+        return x.view(self.M, -1, x.shape[-1])
+
+    def states(self, d_k, d_v):
+        """An uninitialised (N, c, d_k, d_v) buffer of per-chunk states."""
+        return self.like.new_empty(self.N, self.groups.c, d_k, d_v)
+
+    def per_chunk(self, x):
+        """(N c, ...) -> (N, c, ...)."""
+        return x.view(self.N, self.groups.c, *x.shape[1:])
+
+
+# Largest log-decay a chunk spans: keys grow by up to exp(40) (fp32 safe).
 MAX_CHUNK_LOG_DECAY = 40.0
 
 
 def scan_states(updates, decays, carry, out, reverse=False):
-    """``S_{j+1} = decays_j * S_j + updates_j`` over the c chunks of a group
-    (j descending with ``reverse``), starting from ``carry``.
-
-    Writes the state entering each chunk (leaving it, with ``reverse``) to
-    ``out`` and the state leaving the group to ``carry``.
-
-    Args:
-        updates (Tensor): (N, c, d_k, d_v).
-        decays (Tensor): (N, c, d_k, 1), the decay over each chunk.
-        carry (Tensor): (N, d_k, d_v), updated in place.
-        out (Tensor): (N, c, d_k, d_v).
-    """
+    """``S_{j+1} = decays_j S_j + updates_j`` from ``carry`` (N, d_k, d_v);
+    the states entering each chunk go to ``out`` (N, c, d_k, d_v)."""
     steps = range(updates.shape[1])
     steps = steps[::-1] if reverse else steps
     out[:, steps[0]] = carry
@@ -46,21 +183,8 @@ def scan_states(updates, decays, carry, out, reverse=False):
 
 
 def scan_forward(groups, q, k, v, g_fwd, g_bwd, scale, keep_states):
-    """Both scans (or the causal one), step by step over the groups.
-
-    Args:
-        groups (ChunkGroups): The layout.
-        q, k, g_fwd (Tensor): (B, H, T, d_k); ``g_bwd`` the same or None.
-        v (Tensor): (B, H, T, d_v).
-        scale (float): Query scale.
-        keep_states (bool): Whether to return the chunk states.
-
-    Returns:
-        tuple: o (B, H, T, d_v), the states entering every chunk decayed to
-        its first token (G, N, c, d_k, d_v) for the backward (None unless
-        ``keep_states``), and the smallest -R of any chunk (see
-        :class:`~.workspace.ChunkDecays`).
-    """
+    """Both scans (or the causal one): o (B, H, T, d_v), the states entering
+    each chunk (G, N, c, d_k, d_v) or None, the smallest -R of any chunk."""
     d_k, d_v = q.shape[-1], v.shape[-1]
     ws = Workspace(groups, q, d_v)
     o_in = ws.tokens(d_v)
@@ -90,25 +214,8 @@ def scan_forward(groups, q, k, v, g_fwd, g_bwd, scale, keep_states):
 
 
 def scan_backward(groups, d_o, q, k, v, g_fwd, g_bwd, states, scale):
-    """Gradients of q, k, v, g_fwd, g_bwd of :func:`scan_forward`, steps in
-    reverse order, the decayed queries and keys and the intra-chunk scores
-    recomputed.
-
-    The log-gates enter only through decays ``exp(G_t - G_s)`` with
-    G = cumsum(g) over the sequence, so ``dL/dG_t = q_t * dq_t - k_t * dk_t``
-    (= ``q_in * dq_in - k_in * dk_in``) and dg is its reverse cumulative sum
-    (as in fla's kernels): no graph through the decays is needed.
-
-    Args:
-        groups (ChunkGroups): The layout of the forward.
-        d_o (Tensor): dL/do, (B, H, T, d_v).
-        q, k, v, g_fwd, g_bwd, scale: The forward's inputs.
-        states (Tensor): The forward's chunk states (G, N, c, d_k, d_v).
-
-    Returns:
-        tuple: dq, dk (B, H, T, d_k), dv (B, H, T, d_v), dg_fwd and dg_bwd
-        (B, H, T, d_k; dg_bwd None when ``g_bwd`` is).
-    """
+    """dq, dk, dv, dg_fwd, dg_bwd of :func:`scan_forward`. Gates enter only
+    through ``exp(G_t - G_s)``: ``dL/dG = q dq - k dk`` (as in fla)."""
     d_k, d_v = q.shape[-1], v.shape[-1]
     ws = Workspace(groups, q, d_v)
     dq_in, dk_in, dg_in = (ws.tokens(d_k) for _ in range(3))
@@ -129,8 +236,6 @@ def scan_backward(groups, d_o, q, k, v, g_fwd, g_bwd, states, scale):
     for step in reversed(range(groups.G)):
         decays = ws.load(step, q, k, v, g_fwd, g_bwd, scale)
         groups.gather(do_in, step, d_o)
-        # Through the states: d_leaving[:, j] = dL/dS for the state leaving
-        # chunk j, the gradient of its summary.
         d_entering3 = ws.chunks(d_entering)
         torch.bmm(q3.mT, do3, out=d_entering3).mul_(decays.entering_to_first)
         across = ws.per_chunk(decays.entering_to_last)
@@ -142,8 +247,6 @@ def scan_backward(groups, d_o, q, k, v, g_fwd, g_bwd, states, scale):
         state3 = ws.chunks(states[step])
         torch.bmm(do3, state3.mT, out=dq3).baddbmm_(d_scores, k3)
         torch.bmm(v3, d_kv.mT, out=dk3).baddbmm_(d_scores.mT, q3)
-        # dL/dg_r = sum of dL/dG_t over t >= r: inside the chunk, then the
-        # totals of the chunks after it (in this group, then in later ones).
         torch.mul(ws.q, dq_in, out=ws.g).addcmul_(ws.k, dk_in, value=-1)
         totals = ws.per_chunk(torch.bmm(after, g3, out=dg3)[:, :1])
         from_later = totals.flip(1).cumsum(1).flip(1) - totals + later
@@ -157,16 +260,9 @@ def scan_backward(groups, d_o, q, k, v, g_fwd, g_bwd, states, scale):
 
 
 class ChunkedGLAFunction(torch.autograd.Function):
-    """Causal GLA (``g_bwd`` None) or the sum of a forward scan and a scan of
-    the reversed sequence with gates ``g_bwd``, on upcast (B, H, T, d)
-    tensors, queries times ``scale``.
-
-    The chunk size is ``chunk_size``, halved until no chunk spans more than
-    ``MAX_CHUNK_LOG_DECAY`` of log-decay (at 1 it spans none): ordinary
-    gates keep ``chunk_size``; only near-zero decays (log-gates far below -1
-    per token) need smaller chunks. The backward is written out (first order
-    only) and keeps only the inputs and the chunk states from the forward.
-    """
+    """Causal GLA (``g_bwd`` None) or both scans' sum, on upcast (B, H, T,
+    d) tensors; chunks halved until none spans over ``MAX_CHUNK_LOG_DECAY``
+    of log-decay. Keeps the inputs and the chunk states."""
 
     @staticmethod
     def forward(ctx, q, k, v, g_fwd, g_bwd, scale, chunk_size, keep_states):
@@ -193,9 +289,7 @@ class ChunkedGLAFunction(torch.autograd.Function):
 
 
 def chunked_scan(q, k, v, g_fwd, g_bwd, scale, chunk_size):
-    """:class:`ChunkedGLAFunction` with the chunk size checked; the states
-    are kept for a backward only where one can follow. Shapes as
-    :func:`scan_forward`."""
+    """:class:`ChunkedGLAFunction`, states kept only for a backward."""
     if chunk_size < 1 or chunk_size & (chunk_size - 1):
         raise ValueError(
             f'chunk_size must be a power of two, got {chunk_size}.'
@@ -218,28 +312,12 @@ def gla_chunked(
     scale: float | None = None,
     chunk_size: int = 64,
 ) -> Tensor:
-    """Causal GLA, chunked: the same function as
-    :func:`~.naive.gla_recurrent`.
-
-    The sequence is cut into chunks of L = ``chunk_size`` tokens (the last
-    one zero-padded). Inside a chunk the causal scores are one L x L matmul
-    of queries and keys rescaled by their decays from the chunk's first
-    token; across chunks a d_k x d_v state is passed, one step per chunk
-    (see ``workspace.chunk_decays`` and :func:`scan_forward`). Where the
-    gates decay by more than exp(-``MAX_CHUNK_LOG_DECAY``) within a chunk,
-    L is halved until they do not (down to 1, the recurrence itself), so
-    any gate <= 0 is safe. The chunks are processed a group at a time in
-    small reused buffers; the backward is written out (first order only; dg
-    from ``q * dq - k * dk``) and recomputes the intra-chunk terms, so only
-    the inputs and the states entering each chunk are kept. Time
-    O(T (L d + d^2)), memory kept for the backward O(T d^2 / L) per head,
-    states in at least fp32.
+    """Causal GLA in chunks, the function of :func:`~.naive.gla_recurrent`;
+    chunks halved where gates decay by over exp(-``MAX_CHUNK_LOG_DECAY``).
 
     Args:
-        q (Tensor): Queries (B, H, T, d_k).
-        k (Tensor): Keys (B, H, T, d_k).
-        v (Tensor): Values (B, H, T, d_v).
-        g (Tensor): Log-gates log(alpha) <= 0, (B, H, T, d_k).
+        q, k, g (Tensor): (B, H, T, d_k), g the log-gates <= 0.
+        v (Tensor): (B, H, T, d_v).
         scale (float, optional): Query scale. Defaults to d_k^-1/2.
         chunk_size (int): Tokens per chunk, a power of two. Defaults to 64.
 
@@ -263,24 +341,9 @@ def bidirectional_gla_chunked(
     scale: float,
     chunk_size: int,
 ) -> Tensor:
-    """``(o^f + flip(o^b)) / 2`` by :func:`chunked_scan`, both directions
-    in one call (the torch backend of ``bidirectional_gla``, which checks
-    the shapes and resolves ``scale``).
-
-    Args:
-        q, k (Tensor): (B, H, T, d_k).
-        v (Tensor): (B, H, T, d_v).
-        g_fwd, g_bwd (Tensor): Log-gates (B, H, T, d_k), token order.
-        scale (float): Query scale.
-        chunk_size (int): Tokens per chunk, a power of two.
-
-    Returns:
-        Tensor: (B, H, T, d_v) in the dtype of ``v``.
-    """
+    """``(o^f + flip(o^b)) / 2`` by :func:`chunked_scan`: the torch backend
+    of ``bidirectional_gla``. (B, H, T, d) in, v's dtype out."""
     if torch.compiler.is_compiling():
-        # torch.compile cannot trace ChunkedGLAFunction (it halves its chunk
-        # in a loop on the gate values and writes into strided views of
-        # reused buffers): the same function in plain ops, which compiles
-        # with autograd's backward.
+        # The Function loops on gate values and writes into reused buffers.
         return bidirectional_gla_traceable(q, k, v, g_fwd, g_bwd, scale)
     return chunked_scan(q, k, v, g_fwd, g_bwd, scale / 2, chunk_size)

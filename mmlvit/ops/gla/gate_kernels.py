@@ -1,57 +1,29 @@
-"""Triton kernels of GLA's log-gates from the low-rank gate projection:
-with x (B, N, C) the tokens, f = x W_down^T (B, N, R) the features,
-W (2 C, R) and b (2 C,) the up-projection and l = f W^T + b the logits
-(never stored),
+"""Triton kernels of GLA's log-gates, ``logsigmoid((x W_down^T) W^T + b) /
+T`` without storing the logits (the features f = x W_down^T, then the
+gates or, with CUMULATIVE, their sums within chunks; gradients as
+per-program partial sums), and of its gated RMSNorm, ``w rms_norm(o)
+silu(z)`` per token and head (launched by :class:`RowLaunch`). Programs
+take one head's tokens through (batch, head, token) strides, unit
+channel stride; arithmetic is fp32 in registers. Choices: README.md."""
 
-- :func:`gate_features_kernel`: f in fp32 from x in its own dtype (no
-  fp32 copy of x); :func:`gate_features_grad_kernel`, given df: dx = df
-  W_down in x's dtype and partial sums of dW_down = df^T x;
-- :func:`log_gate_kernel`: g = logsigmoid(l) / T or, with CUMULATIVE,
-  its cumulative sums within the program's ``BLOCK_N`` tokens (a chunk
-  of the fused scan, :func:`~.gates.within_chunks`): from their first
-  token for the forward heads, from their last for the backward ones;
-- :func:`log_gate_grad_kernel`, for one scan direction's dg (with
-  CUMULATIVE, the gradient of those sums, summed back over the chunk
-  first): dl = dg sigmoid(-l) / T, and per program the partial sums of
-  the inputs' gradients, df = dl W (over the program's d channels), dW =
-  dl^T f and db = sum dl (over its tokens).
-
-A feature program takes ``BLOCK_M`` token rows (and, backward,
-``BLOCK_C`` channels) of contiguous x, f, W_down. A log-gate program
-takes ``BLOCK_N`` tokens of one head of width D; its channels are
-``head * D + [0, D)`` of the 2 C, the forward direction's heads first.
-f, W, b and g are contiguous; dg is a (B, H, N, D) view addressed
-through (batch, head, token) strides with unit channel stride. The rank
-R is padded to ``BLOCK_R`` (a power of two, at least 16) and masked.
-Every product is one ``tl.dot`` with fp32 operands, everything else fp32
-in registers. One product per tile instead of R multiply-adds of a
-column by a row, and R column sums, runs 2.6x (forward) to 5.5x
-(feature gradient) fewer instructions a warp on sm_90
-(tools/analysis/kernel_resources.py --loops). The forward products (the
-features, the logits) run at ``input_precision='ieee'`` (fp32
-multiply-adds, as PyTorch's fp32 products); the gradients' (df, dW, dx,
-dW_down) at the launch's ``PRECISION``: 'ieee' or 'tf32x3', three tf32
-tensor-core products of each operand's high and low parts (a = a_hi +
-a_lo; a_lo b_hi + a_hi b_lo + a_hi b_hi), within about 2^-21 |a| |b| a
-term of the exact product where an fp32 multiply-add is within 2^-24
-(see :mod:`.gates` for where each is used).
-"""
-
+import torch
 import triton
 import triton.language as tl
+from torch import Tensor
+from torch.autograd.function import once_differentiable
 
-from ..common.tiles import _tile
-from ..common.triton_math import exp, log
+from ..common.linear_launch import _strides, _unit_last_stride, _width
+from ..common.tiles import _store, _tile
+from ..common.triton_math import _silu_terms, exp, log
+from ..common.triton_runtime import fused_entry
 
-# Sizes that vary between calls are not specialised on; the head width D
-# is (a multiple of 16: rows load as 16-byte vectors).
+# Sizes not specialised on; the head width D is (a multiple of 16).
 SIZES = ['B', 'H', 'N']
 
 
 @triton.jit
 def _matrix(ptr, rows, cols, row_stride, col_stride, row_mask, col_mask):
-    """The fp32 tile ``ptr[rows * row_stride + cols * col_stride]``, zero
-    where either mask is off."""
+    """The fp32 tile ``ptr[rows, cols]``, zero where either mask is off."""
     offsets = rows[:, None] * row_stride + cols[None, :] * col_stride
     mask = row_mask[:, None] & col_mask[None, :]
     return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
@@ -62,9 +34,7 @@ def _gate_operands(
     f_ptr, w_ptr, rows, valid, channels, inside, R,
     BLOCK_R: tl.constexpr,
 ):  # fmt: skip
-    """The (BLOCK_N, BLOCK_R) tile of f's rows and the (BLOCK_R, BLOCK_D)
-    tile of W^T's channels, fp32, zero outside R, the rows and the
-    channels."""
+    """f's rows and W^T's channels, fp32 tiles zero outside."""
     ranks = tl.arange(0, BLOCK_R)
     ranked = ranks < R
     f = _matrix(f_ptr, rows, ranks, R, 1, valid, ranked)
@@ -84,11 +54,8 @@ def _chunk_rows(
     N, reverse, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     CUMULATIVE: tl.constexpr,
 ):  # fmt: skip
-    """This program's ``BLOCK_N`` tokens, which of them exist, and the
-    channels. With CUMULATIVE and ``reverse``, the tokens are in reverse
-    order (the chunk's last first), so that a reverse sum over the tokens
-    is a forward one down the rows: a reverse ``tl.cumsum`` ran about
-    twice the instructions of a forward one (sm_90)."""
+    """This program's tokens (reversed with CUMULATIVE and ``reverse``: a
+    forward ``tl.cumsum`` is cheaper), which exist, and the channels."""
     rows = tl.arange(0, BLOCK_N)
     if CUMULATIVE:
         rows = rows ^ tl.where(reverse, BLOCK_N - 1, 0)
@@ -115,8 +82,7 @@ def log_gate_kernel(
         f_ptr, w_ptr, rows, valid, channels, inside, R, BLOCK_R
     )
     logits = _logits(f, w, b_ptr, channels, inside)
-    # logsigmoid(l) = min(l, 0) - log(1 + exp(-|l|)), exact for any l;
-    # 1 + exp(-|l|) is in (1, 2], where triton_math.log is MUFU.LG2.
+    # logsigmoid(l) = min(l, 0) - log(1 + exp(-|l|)), exact for any l.
     soft = log(1.0 + exp(-tl.abs(logits)))
     g = (tl.minimum(logits, 0.0) - soft) * inv_temperature
     if CUMULATIVE:  # over the tokens there are, in the rows' order
@@ -134,10 +100,8 @@ def log_gate_grad_kernel(
     CUMULATIVE: tl.constexpr, DIRECTION: tl.constexpr,
     PRECISION: tl.constexpr,
 ):  # fmt: skip
-    """Grid (cdiv(N, BLOCK_N), B * H), the heads of ``DIRECTION`` (0:
-    forward, 1: backward). Partial sums, fp32: df (2 H, B N, R), one per
-    head; dW (cdiv(N, BLOCK_N), B, 2 C, R) and db (cdiv(N, BLOCK_N), B,
-    2 C), one per token tile and image."""
+    """Grid (cdiv(N, BLOCK_N), B * H), the heads of ``DIRECTION``. Partial
+    sums, fp32: df (2 H, B N, R), dW (tiles, B, 2 C, R), db (tiles, B, 2 C)."""
     bh = tl.program_id(1)
     # A forward gate's sum runs to the chunk's end: its rows reversed.
     tokens, valid, cols = _chunk_rows(
@@ -153,14 +117,10 @@ def log_gate_grad_kernel(
     logits = _logits(f, w, b_ptr, channels, inside)
     dg = _tile(dg_ptr, sgb, sgh, sgn, bh, H, tokens, valid, cols, D)
     if CUMULATIVE:  # g_t is in the sums at t and after (before, backward)
-        # (rows past the tokens there are, last in the backward
-        # direction's order, would carry the sum)
         dg = tl.where(valid[:, None], tl.cumsum(dg, 0), 0.0)
-    # sigmoid(-l) from exp(-|l|), which cannot overflow; dl is zero
-    # outside the tile's tokens and channels, as dg is.
+    # sigmoid(-l) from exp(-|l|), which cannot overflow.
     e = exp(-tl.abs(logits))
     dl = dg * (tl.where(logits > 0, e, 1.0) / (1.0 + e)) * inv_temperature
-    # This tile's rows of its head's df, and its (image, tile) slot of dW.
     df = tl.dot(dl, tl.trans(w), input_precision=PRECISION)
     df_rows = head.to(tl.int64) * B * N + rows
     tl.store(
@@ -183,8 +143,7 @@ def log_gate_grad_kernel(
 def _feature_tiles(
     M, R, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_R: tl.constexpr
 ):
-    """This program's token rows (int64) and which exist, the feature
-    columns and which exist, and the channels of a C-block at 0."""
+    """This program's token rows, feature columns and their masks."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     ranks = tl.arange(0, BLOCK_R)
     return rows, rows < M, ranks, ranks < R, tl.arange(0, BLOCK_C)
@@ -195,9 +154,7 @@ def gate_features_kernel(
     x_ptr, w_ptr, f_ptr, M, C, R,
     BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_R: tl.constexpr,
 ):  # fmt: skip
-    """f = x W_down^T for ``BLOCK_M`` token rows of x (M, C) in any dtype
-    and W_down (R, C) fp32, with fp32 products and sums (x upcast in
-    registers); f (M, R). Grid (cdiv(M, BLOCK_M),)."""
+    """f = x W_down^T, fp32 (M, R), x (M, C). Grid (cdiv(M, BLOCK_M),)."""
     rows, valid, ranks, ranked, cols = _feature_tiles(
         M, R, BLOCK_M, BLOCK_C, BLOCK_R
     )
@@ -221,10 +178,8 @@ def gate_features_grad_kernel(
     BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_R: tl.constexpr,
     PRECISION: tl.constexpr,
 ):  # fmt: skip
-    """Given df (M, R): dx = df W_down in fp32, stored in dx's dtype, and
-    this program's partial sum of dW_down = df^T x, fp32 (cdiv(M,
-    BLOCK_M), R, C), for ``BLOCK_M`` rows and ``BLOCK_C`` channels. Grid
-    (cdiv(M, BLOCK_M), cdiv(C, BLOCK_C))."""
+    """dx = df W_down in dx's dtype and this program's partial sum of
+    dW_down, fp32 (tiles, R, C). Grid (cdiv(M, BLOCK_M), cdiv(C, BLOCK_C))."""
     rows, valid, ranks, ranked, cols = _feature_tiles(
         M, R, BLOCK_M, BLOCK_C, BLOCK_R
     )
@@ -244,3 +199,151 @@ def gate_features_grad_kernel(
         dw,
         mask=ranked[:, None] & inside[None, :],
     )
+
+
+# The gated norm's sizes not specialised on, its tokens a program and
+# warps (bound by memory, README.md).
+NORM_SIZES = ['H', 'N']
+BLOCK_N = 64
+NUM_WARPS = 8
+
+
+@triton.jit
+def _rows(N, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """This program's head ``bh``, tokens, which exist, and the channels."""
+    tokens = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    return tl.program_id(1), tokens, tokens < N, tl.arange(0, BLOCK_D)
+
+
+@triton.jit
+def _normalised(
+    o_ptr, sob, soh, son, w_ptr, bh, H, tokens, valid, cols, D, eps
+):  # fmt: skip
+    """(o_hat, r, w): rows of o at unit root mean square, their scales,
+    and w as fp32."""
+    o = _tile(o_ptr, sob, soh, son, bh, H, tokens, valid, cols, D)
+    r = 1.0 / tl.sqrt(tl.sum(o * o, 1) / D + eps)
+    w = tl.load(w_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)
+    return o * r[:, None], r, w
+
+
+@triton.jit(do_not_specialize=NORM_SIZES)
+def gated_norm_kernel(
+    o_ptr, z_ptr, w_ptr, y_ptr,
+    sob, soh, son, szb, szh, szn, syb, syh, syn,
+    H, N, D, eps,
+    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    bh, tokens, valid, cols = _rows(N, BLOCK_N, BLOCK_D)
+    o_hat, _, w = _normalised(
+        o_ptr, sob, soh, son, w_ptr, bh, H, tokens, valid, cols, D, eps
+    )
+    z = _tile(z_ptr, szb, szh, szn, bh, H, tokens, valid, cols, D)
+    silu, _ = _silu_terms(z)
+    y = o_hat * w[None, :] * silu
+    _store(y_ptr, syb, syh, syn, bh, H, tokens, valid, cols, D, y)
+
+
+@triton.jit(do_not_specialize=NORM_SIZES)
+def gated_norm_grad_kernel(
+    o_ptr, z_ptr, w_ptr, dy_ptr, do_ptr, dz_ptr, dw_ptr,
+    sob, soh, son, szb, szh, szn, syb, syh, syn,
+    sdob, sdoh, sdon, sdzb, sdzh, sdzn,
+    H, N, D, eps,
+    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    bh, tokens, valid, cols = _rows(N, BLOCK_N, BLOCK_D)
+    o_hat, r, w = _normalised(
+        o_ptr, sob, soh, son, w_ptr, bh, H, tokens, valid, cols, D, eps
+    )
+    z = _tile(z_ptr, szb, szh, szn, bh, H, tokens, valid, cols, D)
+    dy = _tile(dy_ptr, syb, syh, syn, bh, H, tokens, valid, cols, D)
+    silu, silu_grad = _silu_terms(z)
+    dz = dy * o_hat * w[None, :] * silu_grad
+    d_weighted = dy * silu  # d(w o_hat)
+    d_hat = d_weighted * w[None, :]
+    do = r[:, None] * (d_hat - o_hat * (tl.sum(d_hat * o_hat, 1) / D)[:, None])
+    _store(do_ptr, sdob, sdoh, sdon, bh, H, tokens, valid, cols, D, do)
+    _store(dz_ptr, sdzb, sdzh, sdzn, bh, H, tokens, valid, cols, D, dz)
+    program = bh * tl.num_programs(0) + tl.program_id(0)
+    dw = tl.sum(d_weighted * o_hat, 0)
+    tl.store(dw_ptr + program.to(tl.int64) * BLOCK_D + cols, dw)
+
+
+def _heads(t, num_heads):
+    """A token-major (B, N, H d) tensor as a (B, H, N, d) view."""
+    return _unit_last_stride(t).unflatten(-1, (num_heads, -1)).transpose(1, 2)
+
+
+def _empty_rows(like, num_heads, width, dtype):
+    """An empty token-major (B, N, H width) tensor and its head view."""
+    B, N = like.shape[0], like.shape[2]
+    out = torch.empty(B, N, num_heads * width, dtype=dtype, device=like.device)
+    return out, _heads(out, num_heads)
+
+
+class RowLaunch:
+    """Grid and compile-time options of one call on o (B, H, N, d)."""
+
+    def __init__(self, o):
+        self.B, self.H, self.N, self.D = o.shape
+        self.grid = (triton.cdiv(self.N, BLOCK_N), self.B * self.H)
+        self.constants = dict(
+            BLOCK_N=BLOCK_N, BLOCK_D=_width(self.D), num_warps=NUM_WARPS
+        )
+
+    def forward(self, o, gate, weight, eps):
+        """y (B, N, H d) in the gate's dtype."""
+        z = _heads(gate, self.H)
+        y, y_heads = _empty_rows(o, self.H, self.D, gate.dtype)
+        gated_norm_kernel[self.grid](
+            o, z, weight, y_heads, *_strides(o), *_strides(z),
+            *_strides(y_heads), self.H, self.N, self.D, eps, **self.constants,
+        )  # fmt: skip
+        return y
+
+    def backward(self, o, gate, weight, dy, eps):
+        """do (B, H, N, d) in o's dtype, d_gate (B, N, H d) in the gate's,
+        dw (d,) fp32."""
+        z, dy_heads = _heads(gate, self.H), _heads(dy, self.H)
+        do = torch.empty_like(o)
+        d_gate, dz = _empty_rows(o, self.H, self.D, gate.dtype)
+        programs = self.grid[0] * self.grid[1]
+        width = self.constants['BLOCK_D']
+        dw = torch.empty(programs, width, device=o.device)
+        gated_norm_grad_kernel[self.grid](
+            o, z, weight, dy_heads, do, dz, dw,
+            *_strides(o), *_strides(z), *_strides(dy_heads), *_strides(do),
+            *_strides(dz), self.H, self.N, self.D, eps, **self.constants,
+        )  # fmt: skip
+        return do, d_gate, dw.sum(0)[: self.D]
+
+
+class GatedRMSNorm(torch.autograd.Function):
+    """o (B, H, N, d), gate (B, N, H d), weight (d,) -> y (B, N, H d) in
+    the gate's dtype; saves its inputs."""
+
+    @staticmethod
+    def forward(ctx, o, gate, weight, eps):
+        o = _unit_last_stride(o)
+        launch = RowLaunch(o)
+        fp32_weight = weight.float().contiguous()
+        ctx.save_for_backward(o, gate, fp32_weight)
+        ctx.launch, ctx.eps, ctx.weight_dtype = launch, eps, weight.dtype
+        return launch.forward(o, gate, fp32_weight, eps)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        o, gate, weight = ctx.saved_tensors
+        do, d_gate, dw = ctx.launch.backward(o, gate, weight, dy, ctx.eps)
+        return do, d_gate, dw.to(ctx.weight_dtype), None
+
+
+@fused_entry
+def fused_gated_rms_norm(
+    o: Tensor, gate: Tensor, weight: Tensor, eps: float
+) -> Tensor:
+    """``merge_heads(rms_norm(o) * weight) * silu(gate)`` by the fused
+    kernels: o (B, H, N, d), gate (B, N, H d) -> (B, N, H d), gate's dtype."""
+    return GatedRMSNorm.apply(o, gate, weight, eps)

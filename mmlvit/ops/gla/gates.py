@@ -1,15 +1,7 @@
-"""What the GLA module computes around the scan, each with fused Triton
-kernels and the PyTorch reference:
-
-- the log-gates from the low-rank gate projection of the tokens,
-  ``logsigmoid((x W_down^T) W_up^T + b) / T`` split into the two scan
-  directions and the heads (:mod:`.gate_kernels`: the features
-  f = x W_down^T, then the log-gates from f with the logits only in
-  registers, each one pass forward and one backward per direction);
-- the gated RMSNorm after the scan, ``merge_heads(rms_norm(o) * w) *
-  silu(gate)`` (:mod:`.norm_kernels`: one pass over o and the gate
-  forward, one backward).
-"""
+"""What the GLA module computes around the scan, in PyTorch and by fused
+kernels (:mod:`.gate_kernels`): the log-gates from the low-rank gate
+projection, split into the two scan directions and the heads, and the
+gated RMSNorm after the scan."""
 
 import functools
 
@@ -22,35 +14,27 @@ from ..common.dispatch import use_fused
 from ..common.precision import fp32_scope
 from ..common.triton_runtime import compute_capability, fused_entry
 
-# 64 tokens of one head a program, 8 warps (the gradient on sm_90: 4, see
-# GRAD_WARPS_SM90), as the gated norm's kernels.
+# Launch choices of the gate kernels (README.md): 64 tokens of one head a
+# program; the log-gate kernel capped at 64 registers; the gradient on
+# sm_90 at 4 warps with 'tf32x3' products.
 BLOCK_N = 64
 NUM_WARPS = 8
-# The log-gate kernel: at most 64 registers a thread, so that four of its
-# programs fit a multiprocessor (README.md).
 LOG_GATE_OPTIONS = dict(maxnreg=64)
-# The log-gate gradient on sm_90: 4 warps and three tf32 products per
-# product ('tf32x3', see gate_kernels), two programs a multiprocessor and
-# fewer instructions; elsewhere NUM_WARPS and fp32 multiply-adds.
 GRAD_WARPS_SM90 = 4
 GRAD_PRECISION_SM90 = 'tf32x3'
-# The gate-feature gradient's products on every GPU: three tf32 products
-# take fewer registers and instructions than fp32 multiply-adds. The
-# forward kernels' products stay fp32 multiply-adds.
 FEATURE_GRAD_PRECISION = 'tf32x3'
 
 
 def grad_options(capability: tuple[int, int] | None) -> dict:
-    """The log-gate gradient's warps and products (``PRECISION``) on a GPU
-    of compute ``capability`` (None under Triton's interpreter)."""
+    """The log-gate gradient's warps and ``PRECISION`` on a GPU of
+    ``capability`` (None under the interpreter)."""
     if capability in (None, (9, 0)):
         return dict(num_warps=GRAD_WARPS_SM90, PRECISION=GRAD_PRECISION_SM90)
     return dict(num_warps=NUM_WARPS, PRECISION='ieee')
 
 
 def directions(t: Tensor, num_heads: int) -> tuple[Tensor, Tensor]:
-    """(B, N, 2 H d) -> the forward and backward halves as (B, H, N, d)
-    views."""
+    """(B, N, 2 H d) -> the forward and backward halves, (B, H, N, d) views."""
     B, N, width = t.shape
     d = width // (2 * num_heads)
     forward, backward = t.reshape(B, N, 2, num_heads, d).permute(2, 0, 3, 1, 4)
@@ -61,18 +45,8 @@ def within_chunks(
     g_fwd: Tensor, g_bwd: Tensor, chunk: int
 ) -> tuple[Tensor, Tensor]:
     """The log-gates' inclusive cumulative sums within chunks of ``chunk``
-    tokens (the first from token 0; the last may be shorter): the forward
-    gates' from each chunk's first token, the backward gates' from its
-    last. The fused scan's form of the gates (:mod:`.triton_backend`): a
-    span's sum is a difference of two entries.
-
-    Args:
-        g_fwd, g_bwd (Tensor): (B, H, T, d).
-        chunk (int): Tokens per chunk.
-
-    Returns:
-        tuple[Tensor, Tensor]: c_fwd, c_bwd, each (B, H, T, d).
-    """
+    tokens, forwards from each chunk's first token, backwards from its last:
+    the fused scan's form of the gates. (B, H, T, d) each, in and out."""
     T = g_fwd.shape[2]
     pad = -T % chunk
 
@@ -95,31 +69,25 @@ def log_gates(
     chunk: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``logsigmoid((x @ down_weight^T) @ up_weight^T + up_bias) /
-    temperature`` as the forward and backward log-gates, in at least fp32
-    with autocast off; with ``chunk``, their cumulative sums within chunks
+    temperature`` as the forward and backward log-gates, in at least fp32,
+    autocast off; with ``chunk``, their sums within chunks
     (:func:`within_chunks`).
 
     Args:
         x (Tensor): (B, N, C) tokens, C = H d.
-        down_weight (Tensor): (R, C), the low-rank gate projection.
-        up_weight (Tensor): (2 C, R): the first C rows gate the forward
-            scan, the last C the backward one.
+        down_weight (Tensor): (R, C).
+        up_weight (Tensor): (2 C, R): forward scan's rows first.
         up_bias (Tensor): (2 C,).
         num_heads (int): H.
         temperature (float): T, dividing the log-sigmoids.
-        backend (str): ``'auto'`` (fused on CUDA, PyTorch elsewhere and
-            while exporting), ``'triton'`` or ``'torch'``; see
-            :func:`mmlvit.ops.common.dispatch.use_fused`. The fused kernels
-            read x in its own dtype (no fp32 copy of it) and never store
-            the (B, N, 2 C) logits. For chunks of :data:`BLOCK_N` tokens
-            they write the cumulative sums themselves (one token tile a
-            program).
-        chunk (int, optional): Tokens per chunk of the cumulative sums;
-            None: the log-gates themselves.
+        backend (str): 'auto' (fused on CUDA, PyTorch elsewhere and while
+            exporting), 'triton' or 'torch'.
+        chunk (int, optional): Tokens per chunk of the sums; None: the
+            log-gates themselves.
 
     Returns:
-        tuple[Tensor, Tensor]: g_fwd, g_bwd, each (B, H, N, d) (views of
-        one (B, N, 2 C) tensor), <= 0; or c_fwd, c_bwd.
+        tuple[Tensor, Tensor]: g_fwd, g_bwd (or c_fwd, c_bwd), each (B, H,
+        N, d), views of one (B, N, 2 C) tensor.
     """
     # The checks see x and the weights by heads: d is the kernels' width.
     per_head = (
@@ -138,8 +106,7 @@ def log_gates(
         with fp32_scope(x, down_weight, up_weight, up_bias) as upcast:
             x, down_weight, up_weight, up_bias = upcast
             logits = F.linear(F.linear(x, down_weight), up_weight, up_bias)
-            # In place: logsigmoid's backward needs its input, not its
-            # output.
+            # In place: logsigmoid's backward needs its input only.
             logits = F.logsigmoid(logits).div_(temperature)
         gates = directions(logits, num_heads)
     return gates if chunk is None else within_chunks(*gates, chunk)
@@ -149,8 +116,8 @@ def log_gates(
 def fused_log_gates(
     x, down_weight, up_weight, up_bias, num_heads, temperature, cumulative
 ):  # fmt: skip
-    """:func:`log_gates` by the fused kernels (arguments as there;
-    ``cumulative``: their sums within chunks of :data:`BLOCK_N`)."""
+    """:func:`log_gates` by the fused kernels (``cumulative``: sums within
+    chunks of :data:`BLOCK_N`)."""
     features = GateFeatures.apply(x, down_weight)
     return LogGates.apply(
         features, up_weight, up_bias, num_heads, temperature, cumulative
@@ -159,8 +126,7 @@ def fused_log_gates(
 
 class GateFeatures(torch.autograd.Function):
     """x (B, N, C) in any dtype, down_weight (R, C) -> x down_weight^T
-    (B, N, R) in fp32, without an fp32 copy of x; saves x and the weight
-    (see :mod:`.gate_kernels`)."""
+    (B, N, R) in fp32; saves its inputs."""
 
     @staticmethod
     def forward(ctx, x, down_weight):
@@ -196,10 +162,8 @@ class GateFeatures(torch.autograd.Function):
 
 
 def feature_constants(rank: int, grad: bool = False) -> dict:
-    """The feature kernels' compile-time options for ``rank`` features, of
-    the gradient with ``grad`` (its products at
-    :data:`FEATURE_GRAD_PRECISION`): tiles of 64 tokens by 32 channels at
-    4 warps, no spills (README.md)."""
+    """The feature kernels' compile-time options for ``rank`` features
+    (``grad``: of the gradient)."""
     from ..common.linear_launch import _width
 
     constants = dict(
@@ -214,9 +178,8 @@ def feature_constants(rank: int, grad: bool = False) -> dict:
 
 
 def launch_constants(width: int, rank: int, cumulative: bool) -> dict:
-    """The kernels' compile-time options for heads of ``width`` channels
-    and features of ``rank``, the gates ``cumulative`` within chunks or
-    not."""
+    """The log-gate kernels' compile-time options for heads of ``width``
+    and features of ``rank``."""
     from ..common.linear_launch import _width
 
     return dict(
@@ -231,10 +194,7 @@ def launch_constants(width: int, rank: int, cumulative: bool) -> dict:
 class LogGates(torch.autograd.Function):
     """features (B, N, R), up_weight (2 H d, R), up_bias (2 H d,) -> g_fwd,
     g_bwd (B, H, N, d), views of one tensor, or with ``cumulative`` their
-    cumulative sums within chunks of :data:`BLOCK_N` tokens
-    (:func:`within_chunks`); saves its three inputs. The gradients come
-    from per-program partial sums (see :mod:`.gate_kernels`), added up
-    here."""
+    sums within chunks of :data:`BLOCK_N`; saves its inputs."""
 
     @staticmethod
     def forward(
@@ -308,16 +268,14 @@ def gated_rms_norm(
         gate (Tensor): (B, N, H d).
         weight (Tensor): (d,).
         eps (float): Added to the mean square.
-        backend (str): ``'auto'`` (fused on CUDA, PyTorch elsewhere and
-            while exporting), ``'triton'`` or ``'torch'``; see
-            :func:`mmlvit.ops.common.dispatch.use_fused`.
+        backend (str): 'auto', 'triton' or 'torch', as for :func:`log_gates`.
 
     Returns:
         Tensor: (B, N, H d) in the gate's dtype.
     """
     # The kernels hold a few (64, d) fp32 tiles: no shared-memory limit.
     if use_fused(backend, o, gate[..., :1], needs_shared_memory=False):
-        from .norm_kernels import fused_gated_rms_norm
+        from .gate_kernels import fused_gated_rms_norm
 
         return fused_gated_rms_norm(o, gate, weight, eps)
     with fp32_scope(o, weight, gate) as (o32, weight32, gate32):

@@ -1,17 +1,9 @@
-"""Reference forms of GLA (docs/operators.md, GLA): the argument checks,
-the token-by-token recurrence, the explicit T x T map of the bidirectional
-operator, and the chunked form in traceable ops that export takes.
-
-The traceable form is the same function as
-:func:`~.chunk.bidirectional_gla_chunked`, built from traceable ops only:
-no autograd Function, no in-place buffers, no branch on tensor values and
-no shape arithmetic on the batch size, so ``torch.export`` and
-``torch.onnx.export`` trace it with a dynamic batch. Every decay is ``exp``
-of a sum of log-gates <= 0 over a segment, masked to -inf before ``exp``
-where it does not apply, so nothing overflows in fp32 whatever the gates,
-without the chunk halving of the default path. The intra-chunk decays are
-formed explicitly, (B, H, T, L, d_k) per direction, so the chunk is small.
-"""
+"""Reference forms of GLA: the argument checks, the token-by-token
+recurrence and the explicit T x T map (the tests' oracles), and the
+chunked form in traceable ops that export takes: no autograd Function,
+no in-place buffers, no branch on tensor values, no shape arithmetic on
+the batch, every decay ``exp`` of a segment's log-gate sum masked to
+-inf where it does not apply, so nothing overflows whatever the gates."""
 
 import torch
 import torch.nn.functional as F
@@ -19,8 +11,7 @@ from torch import Tensor
 
 from ..common.precision import fp32_accumulation
 
-# Tokens per chunk of the traceable form: small, as its intra-chunk decays
-# cost T L d_k memory.
+# Tokens per chunk of the traceable form: small, as its decays cost T L d_k.
 TRACEABLE_CHUNK_SIZE = 16
 
 
@@ -40,7 +31,7 @@ def check_shapes(q, k, v, *gates):
 
 
 def default_scale(q, scale):
-    """``scale``, or d_k^-1/2 for q (B, H, T, d_k) when it is None (fla's
+    """``scale``, or d_k^-1/2 for q (B, H, T, d_k) when None (fla's
     default; the GLA paper, arXiv:2312.06635, uses none)."""
     return q.shape[-1] ** -0.5 if scale is None else scale
 
@@ -79,15 +70,8 @@ def gla_recurrent(
 
 
 def _causal_map(q, k, g):
-    """``A_ts = sum_c q_tc k_sc exp(G_tc - G_sc)`` for s <= t, else 0, with
-    G = cumsum(g); the exponent differences are masked before exp.
-
-    Args:
-        q, k, g (Tensor): (B, H, T, d_k).
-
-    Returns:
-        Tensor: (B, H, T, T).
-    """
+    """``A_ts = sum_c q_tc k_sc exp(G_tc - G_sc)`` for s <= t, else 0, G =
+    cumsum(g); q, k, g (B, H, T, d_k) -> (B, H, T, T)."""
     G = g.cumsum(2)
     T = q.shape[2]
     future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
@@ -104,21 +88,17 @@ def bidirectional_gla_map(
     g_bwd: Tensor,
     scale: float | None = None,
 ) -> Tensor:
-    """The (B, H, T, T) map A with ``A @ v == bidirectional_gla(...)``.
-
-    ``A = (A^f + A^b) / 2`` (docs/operators.md, GLA), per head::
+    """The (B, H, T, T) map A with ``A @ v == bidirectional_gla(...)``,
+    ``A = (A^f + A^b) / 2``, per head::
 
         A^f_ts = scale sum_c q_tc k_sc exp(sum_{r=s+1}^{t} g^f_rc),  s <= t
         A^b_ts = scale sum_c q_tc k_sc exp(sum_{r=t}^{s-1} g^b_rc),  s >= t
 
-    signed and not row-normalised. Built in at least fp32 with the exponent
-    differences masked before exp; memory B H T^2 d_k, for analysis only.
+    For analysis only (memory B H T^2 d_k).
 
     Args:
-        q (Tensor): Queries (B, H, T, d_k).
-        k (Tensor): Keys (B, H, T, d_k).
-        g_fwd (Tensor): Forward log-gates (B, H, T, d_k), token order.
-        g_bwd (Tensor): Backward log-gates (B, H, T, d_k), token order.
+        q, k (Tensor): (B, H, T, d_k).
+        g_fwd, g_bwd (Tensor): Log-gates (B, H, T, d_k), token order.
         scale (float, optional): Query scale. Defaults to d_k^-1/2.
 
     Returns:
@@ -133,20 +113,9 @@ def bidirectional_gla_map(
 
 
 def segment_sums(x):
-    """Sums of ``x`` over every segment of a sequence, for decays.
-
-    ``out[..., t, s, :] = sum_{r=s+1}^{t} x[..., r, :]`` for s <= t (0 on the
-    diagonal) and -inf above it, so ``out.exp()`` is the masked decay from
-    s to t. Each sum is accumulated over its own segment (a cumulative sum
-    of masked copies), not taken as a difference of two long cumulative
-    sums, which would lose the small differences of large sums in fp32.
-
-    Args:
-        x (Tensor): (..., T, d).
-
-    Returns:
-        Tensor: (..., T, T, d).
-    """
+    """``out[..., t, s, :] = sum_{r=s+1}^{t} x[..., r, :]`` for s <= t, -inf
+    above: x (..., T, d) -> (..., T, T, d). Each sum is taken over its own
+    segment, not as a difference of long cumulative sums (fp32 precision)."""
     T = x.shape[-2]
     ones = torch.ones(T, T, dtype=torch.bool, device=x.device)
     after = ones.tril(-1).unsqueeze(-1)  # r > s
@@ -163,23 +132,12 @@ def causal_gla_traceable(
     scale: float,
     chunk_size: int = TRACEABLE_CHUNK_SIZE,
 ) -> Tensor:
-    """Causal GLA in chunks of L = ``chunk_size`` tokens, no recurrence.
-
-    With S_i the summary of chunk i decayed to its last token, token t of
-    chunk j gets::
-
-        o_t = scale * (sum_{s<=t in j} q_t . (k_s a(s, t)) v_s
-                       + (q_t a(j_0, t)) E_j)
-        E_j = sum_{i<j} A(i, j) S_i
-
-    where a(s, t) = prod_{r=s+1}^{t} alpha_r (a(j_0, t) from the state
-    entering chunk j, tokens j_0..t) and A(i, j) the decay over the chunks
-    strictly between i and j: the states entering every chunk come from one
-    masked (n x n) product instead of a scan over chunks. Every exponent is
-    a sum over its own segment (:func:`segment_sums`).
+    """Causal GLA in chunks of L = ``chunk_size`` tokens, no recurrence:
+    the states entering every chunk come from one masked (n x n) product
+    over chunks instead of a scan.
 
     Args:
-        q, k, g (Tensor): (B, H, T, d_k), float; g the log-gates <= 0.
+        q, k, g (Tensor): (B, H, T, d_k), g the log-gates <= 0.
         v (Tensor): (B, H, T, d_v).
         scale (float): Query scale.
         chunk_size (int): L. Defaults to 16.
@@ -198,8 +156,6 @@ def causal_gla_traceable(
     v = v.reshape(B, H, n, L, d_v)
     within = segment_sums(g).exp()  # (B, H, n, L, L, d_k)
     out = (q.unsqueeze(4) * k.unsqueeze(3) * within).sum(-1) @ v
-    # Decays from the chunk's start (incl. its first token) to each token,
-    # and from after each token to the chunk's end.
     from_start = g.cumsum(3).exp()
     after = F.pad(g[:, :, :, 1:], (0, 0, 0, 1))  # g_{t+1}, 0 at the end
     to_end = after.flip(3).cumsum(3).flip(3).exp()
@@ -227,20 +183,10 @@ def bidirectional_gla_traceable(
     chunk_size: int = TRACEABLE_CHUNK_SIZE,
 ) -> Tensor:
     """``(o^f + flip(o^b)) / 2`` by :func:`causal_gla_traceable`, both
-    directions stacked along the heads (a split of the batch would tie the
-    traced graph to one batch size): the export path of
-    ``bidirectional_gla`` (which checks the shapes and resolves ``scale``).
-
-    Args:
-        q, k (Tensor): (B, H, T, d_k).
-        v (Tensor): (B, H, T, d_v).
-        g_fwd, g_bwd (Tensor): Log-gates (B, H, T, d_k), token order.
-        scale (float): Query scale.
-        chunk_size (int): Tokens per chunk. Defaults to 16.
-
-    Returns:
-        Tensor: (B, H, T, d_v) in the dtype of ``v``.
-    """
+    directions stacked along the heads (not the batch, so the traced graph
+    keeps a dynamic batch): the export path of ``bidirectional_gla``. q, k,
+    g_fwd, g_bwd (B, H, T, d_k), v (B, H, T, d_v) -> (B, H, T, d_v), v's
+    dtype."""
     H = q.shape[1]
     o = causal_gla_traceable(
         torch.cat([q, q.flip(2)], dim=1),

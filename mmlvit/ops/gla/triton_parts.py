@@ -1,9 +1,13 @@
-"""Triton helpers of the fused bidirectional GLA's kernels
-(:mod:`.triton_kernels`, :mod:`.triton_chunk_kernels`,
-:mod:`.triton_backward_kernels`; notation in :mod:`.triton_kernels`):
-tile loads and stores, cumulative gates and chunk totals, products with
-operands rounded to ``DT``, and the factored and exact decays of a
-sub-block.
+"""Triton helpers of the fused bidirectional GLA kernels
+(:mod:`.triton_forward`, :mod:`.triton_backward`).
+
+Per head: chunks of BT (64) tokens, sub-blocks of BC (16). The gates come
+as inclusive cumulative sums within each chunk: ``cf`` of the forward
+gates from the chunk's start, ``cb`` of the backward ones from its end,
+fp32 (B, H, T, d_k). Tensors are (B, H, T, d), any strides. ``DT`` is the
+dtype of q, k, v, ``DOT`` the one handed to ``tl.dot`` (fp32 holding
+DT-rounded values under the interpreter, whose bf16 products are wrong).
+The math and how decays are factored: README.md.
 """
 
 import triton
@@ -11,16 +15,13 @@ import triton.language as tl
 
 from ..common.triton_math import exp
 
-# Sizes that vary between calls are not specialised on (e.g. B = 1), so one
-# compilation per dtype and head width serves every batch and length.
+# Sizes not specialised on: one compilation serves every batch and length.
 SIZES = ['T', 'B', 'H', 'NT']
 # Largest |gate sum| over a diagonal sub-block (per channel and direction)
-# for which it is factored through its ends: keys then grow by at most
-# e^30 (1e13), far inside the range of fp32, bf16 and tf32 products.
+# factored through its ends: keys grow by at most e^30.
 FACTOR_LIMIT = tl.constexpr(30.0)
-# How a chunk is taken, by the gates' sums (2 implies 1): whole (all its
-# decays factored through its ends), or by sub-blocks with their diagonals
-# factored, or with exact diagonals.
+# How a chunk is taken: whole, or by sub-blocks with factored or exact
+# diagonals.
 WHOLE_CHUNK = tl.constexpr(2)
 FACTORED_DIAGONALS = tl.constexpr(1)
 EXACT_DIAGONALS = tl.constexpr(0)
@@ -36,8 +37,7 @@ def _tile(ptr, rows, cols, stride_t, stride_d, T, D):
 
 @triton.jit
 def _gate_row(ptr, row, valid, ks, stride_t, stride_d, K):
-    """Row ``row`` (a scalar) of cumulative gates as fp32 (BK,), zero
-    where ``valid`` (a scalar) is false or outside K."""
+    """Row ``row`` of cumulative gates, fp32 (BK,), 0 unless ``valid``."""
     mask = (ks < K) & valid
     return tl.load(ptr + row * stride_t + ks * stride_d, mask=mask, other=0.0)
 
@@ -46,16 +46,9 @@ def _gate_row(ptr, row, valid, ks, stride_t, stride_d, K):
 def _gates_tile(
     ptr, rows, ks, stride_t, stride_d, T, K, FROM_START: tl.constexpr
 ):
-    """Cumulative gates at ``rows``, (rows, BK) fp32: cf (``FROM_START``)
-    or cb. Past T the gates count as 0: cf keeps its last token's value
-    (so exp(-cf) stays finite where the tokens are 0), cb is 0. That value
-    goes in by a select after the load, not by clamped rows (which make
-    every element its own load) nor by the load's mask alone, even where
-    the values past T do not matter: compiled (sm_90, bf16), the kernels
-    then convert fewer layouts where these tiles' exponentials meet the
-    products' operands (the whole-chunk dv 1,504 instructions a warp and
-    179 registers; 2,384, 255 and a spill with masked loads alone).
-    """
+    """cf (``FROM_START``) or cb at ``rows``, fp32 (rows, BK). Past T, cf
+    keeps its last value (exp(-cf) stays finite) and cb is 0, set by a
+    select after the load (fewer layout conversions, README.md)."""
     tile = _tile(ptr, rows, ks, stride_t, stride_d, T, K)
     if FROM_START:
         last = _gate_row(ptr, T - 1, True, ks, stride_t, stride_d, K)
@@ -65,8 +58,7 @@ def _gates_tile(
 
 @triton.jit
 def _chunk_totals(cf, cb, i_c, ks, sft, sfd, sgt, sgd, T, K, BT: tl.constexpr):
-    """Gate sums (BK,) of chunk ``i_c``, forwards and backwards: cf at its
-    last token, cb at its first."""
+    """Gate sums (BK,) of chunk ``i_c``: cf at its end, cb at its start."""
     last = tl.minimum(i_c * BT + BT, T) - 1
     tf = _gate_row(cf, last, True, ks, sft, sfd, K)
     return tf, _gate_row(cb, i_c * BT, True, ks, sgt, sgd, K)
@@ -77,11 +69,9 @@ def _block_gates(
     cf, cb, start, j, ks, sft, sfd, sgt, sgd, T, K,
     BC: tl.constexpr, NC: tl.constexpr,
 ):  # fmt: skip
-    """Sub-block ``j`` of the chunk starting at token ``start``: its
-    inclusive cumulative gates within it, forwards and backwards (BC, BK),
-    their sums (BK,), and the chunk's gf summed before it and gb after it
-    (BK,), which they are the chunk's less: cf_j, tf_j, cb_j, tb_j,
-    before, after."""
+    """Sub-block ``j`` of the chunk starting at ``start``: cf_j, cb_j (BC,
+    BK) within it, their sums tf_j, tb_j, and the chunk's cf before it and
+    cb after it (BK,)."""
     first = start + j * BC
     rows = first + tl.arange(0, BC)
     before = _gate_row(cf, tl.minimum(first, T) - 1, j > 0, ks, sft, sfd, K)
@@ -97,8 +87,7 @@ def _block_gates(
 
 @triton.jit
 def _chunk_state(ptr, direction, i_bh, i_c, B, H, NT, ks, vs, K, V):
-    """The (BK, BV) tile ``ptr[direction, i_bh, i_c]`` of a (2, B * H, NT,
-    K, V) buffer of chunk states (in ``DT``, an operand of products only),
+    """Tile (BK, BV) of a (2, B * H, NT, K, V) buffer of chunk states,
     zero outside (K, V)."""
     index = (direction * B * H + i_bh).to(tl.int64) * NT + i_c
     offsets = index * K * V + ks[:, None] * V + vs[None, :]
@@ -116,16 +105,14 @@ def _put(ptr, x, rows, cols, stride_t, stride_d, T, D):
 
 @triton.jit
 def _mm(a, b, DT: tl.constexpr, DOT: tl.constexpr):
-    """``a @ b`` with both operands rounded to DT, accumulated in fp32."""
+    """``a @ b``, operands rounded to DT, accumulated in fp32."""
     return tl.dot(a.to(DT).to(DOT), b.to(DT).to(DOT), out_dtype=tl.float32)
 
 
 @triton.jit
 def _mm_wide(a, b, DT: tl.constexpr, DOT: tl.constexpr):
-    """:func:`_mm` for the factored diagonal sub-blocks, whose key factors
-    reach e^FACTOR_LIMIT: fp16 inputs multiply as tf32 (fp16's mantissa,
-    fp32's range), bf16 and fp32 ones as :func:`_mm` (fp32's range
-    already; rounded to bf16 like the off-diagonal sub-blocks' products)."""
+    """:func:`_mm` for factored diagonals, whose key factors reach
+    e^FACTOR_LIMIT: fp16 operands multiply as tf32 (fp32's range)."""
     if DT == tl.float16:
         return tl.dot(a, b, input_precision='tf32', out_dtype=tl.float32)
     return _mm(a, b, DT, DOT)
@@ -140,18 +127,15 @@ def _triangles(BC: tl.constexpr):
 
 @triton.jit
 def _factorable(tf, tb):
-    """Whether diagonal sub-blocks with gate totals ``tf``, ``tb`` (BK,),
-    or (NC, BK) for a chunk's NC sub-blocks, are all factored through their
-    ends (:data:`FACTOR_LIMIT`): a scalar, the same for the whole
-    program."""
+    """Whether diagonal sub-blocks with gate sums ``tf``, ``tb`` are all
+    factored through their ends: a scalar."""
     return tl.min(tl.minimum(tf, tb)) >= -FACTOR_LIMIT
 
 
 @triton.jit
 def _decay_to_end(c, total):
-    """exp(total - c), (rows, BK): the decay from each token to the far end
-    of its span, with ``c`` the inclusive cumulative gates from the near
-    end and ``total`` (BK,) their sum (clamped at 0 against rounding)."""
+    """exp(total - c), (rows, BK): decay from each token to its span's far
+    end."""
     return exp(tl.minimum(total[None, :] - c, 0.0))
 
 
@@ -159,10 +143,8 @@ def _decay_to_end(c, total):
 def _factored_direction_scores(
     q, k, c, mask, DT: tl.constexpr, DOT: tl.constexpr
 ):  # fmt: skip
-    """One direction's part of A_ts over a factorable span, (rows, rows)
-    fp32, zero outside ``mask``: q_t k_s exp(c_t - c_s) as one product of
-    q exp(c) and k exp(-c), with ``c`` the direction's inclusive
-    cumulative gates from the span's near end."""
+    """One direction's A_ts on ``mask``, (rows, rows): (q exp(c)) (k
+    exp(-c))^T."""
     return _masked_scores(q * exp(c), k * exp(-c), mask, DT, DOT)
 
 
@@ -170,8 +152,7 @@ def _factored_direction_scores(
 def _masked_scores(
     queries, keys, mask, DT: tl.constexpr, DOT: tl.constexpr
 ):  # fmt: skip
-    """queries keys^T (:func:`_mm_wide`), (rows, rows) fp32, zero outside
-    ``mask``: the scores of decayed queries and keys."""
+    """``queries @ keys^T`` on ``mask``, (rows, rows) fp32."""
     return tl.where(mask, _mm_wide(queries, tl.trans(keys), DT, DOT), 0.0)
 
 
@@ -179,10 +160,8 @@ def _masked_scores(
 def _factored_scores(
     q, k, cf, cb, BC: tl.constexpr, DT: tl.constexpr, DOT: tl.constexpr
 ):  # fmt: skip
-    """A_ts of one :func:`_factorable` sub-block, (BC, BC) fp32:
-    exp(cf_t - cf_s) for s <= t, exp(cb_t - cb_s) for s >= t (both at s =
-    t), each direction by :func:`_factored_direction_scores`. ``q``,
-    ``k``, ``cf``, ``cb``: (BC, BK) as in :func:`_diagonal_decays`."""
+    """A_ts of a factorable sub-block, (BC, BC): forwards for s <= t,
+    backwards for s >= t."""
     lower, upper = _triangles(BC)
     a = _factored_direction_scores(q, k, cf, lower, DT, DOT)
     return a + _factored_direction_scores(q, k, cb, upper, DT, DOT)
@@ -192,10 +171,8 @@ def _factored_scores(
 def _factored_query_grad(
     da, k, c, mask, DT: tl.constexpr, DOT: tl.constexpr
 ):  # fmt: skip
-    """dq of the (query, key) pairs in ``mask`` through one direction of a
-    factorable span, (rows, BK): exp(c) (da_mask (k exp(-c))), with ``da``
-    = scale do v^T (rows, rows) and ``c`` the direction's inclusive
-    cumulative gates from the span's near end (cf, or cb backwards)."""
+    """dq of the pairs in ``mask`` through one direction, (rows, BK):
+    exp(c) (da_mask (k exp(-c))), da = scale do v^T."""
     dq = _mm_wide(tl.where(mask, da, 0.0), k * exp(-c), DT, DOT)
     return dq * exp(c)
 
@@ -204,8 +181,7 @@ def _factored_query_grad(
 def _factored_key_grad(
     da, q, c, mask, DT: tl.constexpr, DOT: tl.constexpr
 ):  # fmt: skip
-    """dk of the pairs in ``mask``, as :func:`_factored_query_grad`:
-    exp(-c) (:func:`_key_pair_sums`)."""
+    """dk of the pairs in ``mask``, (rows, BK)."""
     return _key_pair_sums(da, q, c, mask, DT, DOT) * exp(-c)
 
 
@@ -213,19 +189,16 @@ def _factored_key_grad(
 def _key_pair_sums(
     da, q, c, mask, DT: tl.constexpr, DOT: tl.constexpr
 ):  # fmt: skip
-    """da_mask^T (q exp(c)), (rows, BK): dk of the pairs in ``mask``
-    before the keys' factor exp(-c)."""
+    """da_mask^T (q exp(c)), (rows, BK): dk before the factor exp(-c)."""
     da = tl.trans(tl.where(mask, da, 0.0))
     return _mm_wide(da, q * exp(c), DT, DOT)
 
 
 @triton.jit
 def _diagonal_decays(cf, cb, BC: tl.constexpr):
-    """Exact decays between the tokens of one sub-block, (BC, BC, BK)
-    indexed [query t, key s, channel]: exp(cf_t - cf_s) (gf over (s, t])
-    for s < t, exp(cb_t - cb_s) (gb over [t, s)) for s > t, 1 for s = t.
-    ``cf`` / ``cb``: (BC, BK) inclusive cumulative gates, forwards /
-    backwards."""
+    """Exact decays within a sub-block, (BC, BC, BK) [query t, key s,
+    channel]: exp(cf_t - cf_s) for s < t, exp(cb_t - cb_s) for s > t, 1 at
+    s = t."""
     t = tl.arange(0, BC)[:, None, None]
     s = tl.arange(0, BC)[None, :, None]
     forward = cf[:, None, :] - cf[None, :, :]
@@ -235,8 +208,8 @@ def _diagonal_decays(cf, cb, BC: tl.constexpr):
 
 @triton.jit
 def _diagonal_scores(q, k, decays, BC: tl.constexpr):
-    """A_ts of one sub-block, (BC, BC) fp32: sum_c q_tc k_sc decays_tsc,
-    doubled at s = t (both directions count a token's own key)."""
+    """A_ts of a sub-block from exact decays, (BC, BC), doubled at s = t
+    (both directions count a token's own key)."""
     a = tl.sum(q[:, None, :] * k[None, :, :] * decays, 2)
     sub = tl.arange(0, BC)
     return tl.where(sub[:, None] == sub[None, :], 2.0 * a, a)
@@ -245,3 +218,79 @@ def _diagonal_scores(q, k, decays, BC: tl.constexpr):
 @triton.jit
 def _base(ptr, i_b, i_h, stride_b, stride_h):
     return ptr + i_b.to(tl.int64) * stride_b + i_h.to(tl.int64) * stride_h
+
+
+# Largest |gate sum| over a chunk (per channel and direction) taken whole:
+# its keys' factors reach e^60, inside fp32's and bf16's range (README.md).
+WHOLE_LIMIT = tl.constexpr(60.0)
+
+
+@triton.jit
+def _chunk_gates(
+    cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K, BT: tl.constexpr
+):  # fmt: skip
+    """cf, cb (BT, BK) of chunk ``i_c`` and their sums tf, tb (BK,)."""
+    rows = i_c * BT + tl.arange(0, BT)
+    cf = _gates_tile(cum_f, rows, ks, sft, sfd, T, K, True)
+    cb = _gates_tile(cum_b, rows, ks, sgt, sgd, T, K, False)
+    tf, tb = _chunk_totals(cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K, BT)
+    return cf, cb, tf, tb
+
+
+@triton.jit
+def _whole(tf, tb):
+    """Whether a chunk with gate sums ``tf``, ``tb`` is taken whole: a
+    scalar."""
+    return tl.min(tl.minimum(tf, tb)) >= -WHOLE_LIMIT
+
+
+@triton.jit
+def _blocks_factorable(
+    cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K,
+    BT: tl.constexpr, BC: tl.constexpr,
+):  # fmt: skip
+    """Whether every sub-block of chunk ``i_c`` is :func:`_factorable`."""
+    NC: tl.constexpr = BT // BC
+    blocks = True
+    for j in tl.static_range(NC):
+        _, tf, _, tb, _, _ = _block_gates(
+            cum_f, cum_b, i_c * BT, j, ks, sft, sfd, sgt, sgd, T, K, BC, NC
+        )
+        blocks = blocks & _factorable(tf, tb)
+    return blocks
+
+
+@triton.jit
+def _query_grad(
+    do, da, k, c, mask, state, scale, DT: tl.constexpr, DOT: tl.constexpr
+):  # fmt: skip
+    """One direction's dq of a whole chunk, (BT, BK): the pairs' part plus
+    scale (do state^T) exp(c), ``state`` the state entering the chunk."""
+    dq = _mm(do, tl.trans(state), DT, DOT) * scale * exp(c)
+    return dq + _factored_query_grad(da, k, c, mask, DT, DOT)
+
+
+@triton.jit
+def _key_grad(
+    v, da, q, c, total, mask, d_state, scale,
+    DT: tl.constexpr, DOT: tl.constexpr,
+):  # fmt: skip
+    """One direction's dk of a whole chunk, (BT, BK): the pairs' part plus
+    the leaving state's gradient ``d_state`` decayed to each key."""
+    dk = _key_pair_sums(da, q, c, mask, DT, DOT)
+    carried = _mm(v, tl.trans(d_state), DT, DOT)
+    dk += carried * (scale * exp(total))[None, :]
+    return dk * exp(-c)
+
+
+@triton.jit
+def _value_grads(
+    q, k, do, c, total, mask, d_state, DT: tl.constexpr, DOT: tl.constexpr
+):  # fmt: skip
+    """One direction's dv of a whole chunk (unscaled), (BT, BV): A^T do +
+    (k exp(total - c)) d_state."""
+    keys = k * exp(-c)
+    a = _masked_scores(q * exp(c), keys, mask, DT, DOT)
+    dv = _mm(tl.trans(a), do, DT, DOT)
+    keys *= exp(total)[None, :]
+    return dv + _mm(keys, d_state, DT, DOT)

@@ -1,9 +1,6 @@
 """Backward Triton kernels of the fused bidirectional GLA: dq, dk, dv and
-the per-token gate gradient terms of one chunk (both directions), then
-the terms of the chunks beyond each chunk added at its edge. Notation,
-layout and the decay factoring as in :mod:`.triton_kernels`; the tile
-helpers are :mod:`.triton_parts`'.
-"""
+the per-token gate gradient terms of each chunk, then the terms of the
+chunks beyond each chunk added at its edge. Notation: :mod:`.triton_parts`."""
 
 import triton
 import triton.language as tl
@@ -13,8 +10,11 @@ from .triton_parts import (
     EXACT_DIAGONALS,
     FACTORED_DIAGONALS,
     SIZES,
+    WHOLE_CHUNK,
     _base,
     _block_gates,
+    _blocks_factorable,
+    _chunk_gates,
     _chunk_state,
     _chunk_totals,
     _decay_to_end,
@@ -24,11 +24,110 @@ from .triton_parts import (
     _factored_query_grad,
     _factored_scores,
     _gates_tile,
+    _key_grad,
     _mm,
     _put,
+    _query_grad,
     _tile,
     _triangles,
+    _value_grads,
+    _whole,
 )
+
+# The parts of a whole chunk's gradients, one launch each, in this order.
+QUERIES, KEYS, VALUES = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
+
+
+PARTS = tuple(part.value for part in (QUERIES, KEYS, VALUES))
+
+
+@triton.jit(do_not_specialize=SIZES)
+def chunk_bwd_kernel(
+    q, k, v, cum_f, cum_b, do, states, d_states, dq, dk, dv, dg, kinds,
+    sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
+    sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
+    sdqb, sdqh, sdqt, sdqd, sdkb, sdkh, sdkt, sdkd,
+    sdvb, sdvh, sdvt, sdvd,
+    scale, T, B, H, NT,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
+    DOT: tl.constexpr, PART: tl.constexpr,
+):  # fmt: skip
+    """One PART of the gradients of a chunk taken whole (BK >= K, BV >= V),
+    one launch each: QUERIES (dq, dg's query terms, and the ``kinds`` of
+    every chunk), KEYS (dk, dg's key terms subtracted), VALUES (dv).
+
+    Grid: (NT, B * H).
+    """
+    i_c, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    ks, vs = tl.arange(0, BK), tl.arange(0, BV)
+    rows = i_c * BT + tl.arange(0, BT)
+    cum_f = _base(cum_f, i_b, i_h, sfb, sfh)
+    cum_b = _base(cum_b, i_b, i_h, sgb, sgh)
+    gates = (cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K)
+    flag = kinds + i_bh.to(tl.int64) * NT + i_c
+    if PART != QUERIES:  # as the first launch found
+        kind = tl.load(flag)
+    else:
+        blocks = _blocks_factorable(*gates, BT, BC)
+        kind = tl.where(
+            _whole(*_chunk_totals(*gates, BT)),
+            WHOLE_CHUNK,
+            blocks.to(tl.int32) * FACTORED_DIAGONALS,
+        )
+        tl.store(flag, kind)
+    if kind == WHOLE_CHUNK:
+        cf, cb, tf, tb = _chunk_gates(*gates, BT)
+        q_c = _tile(_base(q, i_b, i_h, sqb, sqh), rows, ks, sqt, sqd, T, K)
+        k_c = _tile(_base(k, i_b, i_h, skb, skh), rows, ks, skt, skd, T, K)
+        do_c = _tile(_base(do, i_b, i_h, sob, soh), rows, vs, sot, sod, T, V)
+        chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V)
+        lower, upper = _triangles(BT)
+        if PART == VALUES:
+            dv_c = _value_grads(
+                q_c, k_c, do_c, cf, tf, lower,
+                _chunk_state(d_states, 1, *chunk), DT, DOT,
+            )  # fmt: skip
+            dv_c += _value_grads(
+                q_c, k_c, do_c, cb, tb, upper,
+                _chunk_state(d_states, 0, *chunk), DT, DOT,
+            )  # fmt: skip
+            dv = _base(dv, i_b, i_h, sdvb, sdvh)
+            _put(dv, dv_c * scale, rows, vs, sdvt, sdvd, T, V)
+        else:
+            v_c = _tile(_base(v, i_b, i_h, svb, svh), rows, vs, svt, svd, T, V)
+            da = _mm(do_c, tl.trans(v_c), DT, DOT) * scale
+            dgf = dg + i_bh.to(tl.int64) * T * K
+            dgb = dgf + B * H * T * K
+        if PART == QUERIES:  # and the gate gradients' query terms
+            dq_f = _query_grad(
+                do_c, da, k_c, cf, lower,
+                _chunk_state(states, 0, *chunk), scale, DT, DOT,
+            )  # fmt: skip
+            _put(dgf, q_c * dq_f, rows, ks, K, 1, T, K)
+            dq_b = _query_grad(
+                do_c, da, k_c, cb, upper,
+                _chunk_state(states, 1, *chunk), scale, DT, DOT,
+            )  # fmt: skip
+            _put(dgb, q_c * dq_b, rows, ks, K, 1, T, K)
+            dq = _base(dq, i_b, i_h, sdqb, sdqh)
+            _put(dq, dq_f + dq_b, rows, ks, sdqt, sdqd, T, K)
+        if PART == KEYS:  # and the gate gradients' key terms
+            dk_f = _key_grad(
+                v_c, da, q_c, cf, tf, lower,
+                _chunk_state(d_states, 1, *chunk), scale, DT, DOT,
+            )  # fmt: skip
+            dg_f = _tile(dgf, rows, ks, K, 1, T, K) - k_c * dk_f
+            _put(dgf, dg_f, rows, ks, K, 1, T, K)
+            dk_b = _key_grad(
+                v_c, da, q_c, cb, tb, upper,
+                _chunk_state(d_states, 0, *chunk), scale, DT, DOT,
+            )  # fmt: skip
+            dg_b = _tile(dgb, rows, ks, K, 1, T, K) - k_c * dk_b
+            _put(dgb, dg_b, rows, ks, K, 1, T, K)
+            dk = _base(dk, i_b, i_h, sdkb, sdkh)
+            _put(dk, dk_f + dk_b, rows, ks, sdkt, sdkd, T, K)
 
 
 @triton.jit
@@ -36,11 +135,8 @@ def _cross_block_grads(
     q_j, k_j, v_j, do_j, k_r, v_r, do_r, key_decay_j, query_decay_j,
     scale, DT: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
-    """Block r's gradient terms from an off-diagonal block j of its chunk,
-    through one direction each way: queries r against keys j (decayed by
-    ``key_decay_j``) and queries j (decayed by ``query_decay_j``) against
-    keys r (``k_r`` carrying its own decay). Returns (dq_r, dv_r, dk_r)
-    still missing block r's own decay factors (dv_r is complete)."""
+    """Block r's terms (dq_r, dv_r, dk_r) from an off-diagonal block j, dq_r
+    and dk_r still without block r's own decay factors."""
     da = _mm(do_r, tl.trans(v_j), DT, DOT) * scale
     dq_r = _mm(da, k_j * key_decay_j, DT, DOT)
     qd_j = q_j * query_decay_j
@@ -58,13 +154,8 @@ def _other_block_grads(
     keys, v_r, do_r, key_edge, query_edge, scale,
     BEFORE: tl.constexpr, DT: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
-    """The terms :func:`_cross_block_grads` gives block r from the
-    sub-block at ``rows``: one before block r (``BEFORE``: its keys decay
-    forwards to block r's start, ``key_edge`` being cf at the token before
-    block r; its queries backwards from there, ``query_edge`` being cb at
-    block r's first token) or one after it (keys backwards to block r's
-    end, ``key_edge`` cb at the token after it; queries forwards from
-    there, ``query_edge`` cf at its last token)."""
+    """:func:`_cross_block_grads` for the sub-block at ``rows``, before
+    block r (``BEFORE``) or after it, decays split at block r's edge."""
     q_j = _tile(q, rows, ks, sqt, sqd, T, K)
     k_j = _tile(k, rows, ks, skt, skd, T, K)
     v_j = _tile(v, rows, vs, svt, svd, T, V)
@@ -95,19 +186,10 @@ def bigla_bwd_kernel(
     BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
     DOT: tl.constexpr, EXACT: tl.constexpr,
 ):  # fmt: skip
-    """dq, dk, dv of one chunk (BK >= K, BV >= V: all channels), and the
-    per-token gate gradient terms (:func:`gate_grad_carry_kernel`):
-    ``dg[0] = q * dq^f - k * dk^f``, ``dg[1] = q * dq^b - k * dk^b``, fp32
-    (2, B, H, T, K), with ^f / ^b the parts through each direction.
-    ``d_states`` as written by :func:`chunk_states_kernel` for (q,
-    dL/do).
-
-    It takes the chunks whose ``kinds`` (written by
-    :func:`~.triton_chunk_kernels.chunk_bwd_kernel`, which takes the
-    WHOLE_CHUNK ones) are FACTORED_DIAGONALS (EXACT False: diagonal
-    sub-blocks factored, products on tensor cores) or EXACT_DIAGONALS
-    (EXACT True: exact decays), one launch each: one kernel with both
-    diagonals would hold the registers of both and spill.
+    """dq, dk, dv of a chunk not taken whole (BK >= K, BV >= V), and the
+    per-token gate terms ``dg[d] = q * dq^d - k * dk^d`` (fp32 (2, B, H, T,
+    K)) of each direction d. ``kinds`` selects the chunks: FACTORED_DIAGONALS
+    (EXACT False) or EXACT_DIAGONALS (EXACT True), one launch each.
 
     Grid: (NT, B * H).
     """
@@ -127,7 +209,6 @@ def bigla_bwd_kernel(
     ks, vs = tl.arange(0, BK), tl.arange(0, BV)
     NC: tl.constexpr = BT // BC
     sub = tl.arange(0, BC)
-    # Nothing runs for another launch's chunk.
     kind = tl.load(kinds + i_bh.to(tl.int64) * NT + i_c)
     if kind != (EXACT_DIAGONALS if EXACT else FACTORED_DIAGONALS):
         return
@@ -138,28 +219,19 @@ def bigla_bwd_kernel(
     d_next_f = _chunk_state(d_states, 1, *chunk)
     strides = (ks, sft, sfd, sgt, sgd, T, K)
     total_f, total_b = _chunk_totals(cum_f, cum_b, i_c, *strides, BT)
-    # The other sub-blocks' tensors and their strides.
     tiles = (q, k, v, do, cum_f, cum_b, ks, vs)
     tile_strides = (
         sqt, sqd, skt, skd, svt, svd, sot, sod, sft, sfd, sgt, sgd, T, K, V,
     )  # fmt: skip
-    # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
-    # several sub-blocks' tiles live at once and spills (kernel_resources).
-    # With cf, cb the chunk's cumulative gates, a decay from token s to t is
-    # exp(cf_t - cf_s) (s < t) or exp(cb_t - cb_s) (s > t).
     for r in range(NC):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
         k_r = _tile(k, rows_r, ks, skt, skd, T, K)
         v_r = _tile(v, rows_r, vs, svt, svd, T, V)
         do_r = _tile(do, rows_r, vs, sot, sod, T, V)
-        # cf before block r, cb after it; block r's own sums from there.
         cf_r, tf_r, cb_r, tb_r, before_f, after_b = _block_gates(
             cum_f, cum_b, i_c * BT, r, *strides, BC, NC
         )
-        # The diagonal block: dA = do v^T; dq sums over keys s <= t
-        # (forward) and s >= t (backward), dk over queries; dv through A
-        # (scaled with the terms below).
         da = _mm(do_r, tl.trans(v_r), DT, DOT) * scale
         if not EXACT:  # through the block's ends
             lower, upper = _triangles(BC)
@@ -183,8 +255,6 @@ def bigla_bwd_kernel(
         dv_r = _mm(tl.trans(a), do_r, DT, DOT)
         after_f = total_f - before_f - tf_r
         before_b = total_b - after_b - tb_r
-        # Decays of block r's keys to the chunk's ends, and to block r's
-        # far ends (for queries in the other blocks).
         key_f = _decay_to_end(cf_r, tf_r)
         key_b = _decay_to_end(cb_r, tb_r)
         to_end_f = key_f * exp(tl.minimum(after_f, 0.0))[None, :]
@@ -199,13 +269,10 @@ def bigla_bwd_kernel(
         dv_r += _mm(k_r * to_end_f, d_next_f, DT, DOT)
         dv_r += _mm(k_r * to_start_b, d_next_b, DT, DOT)
         dv_r *= scale
-        # Blocks of other tokens: sums still missing block r's own factor.
         dq_f_in = tl.zeros([BC, BK], dtype=tl.float32)
         dq_b_in = tl.zeros([BC, BK], dtype=tl.float32)
         dk_f_in = tl.zeros([BC, BK], dtype=tl.float32)
         dk_b_in = tl.zeros([BC, BK], dtype=tl.float32)
-        # Blocks before r: queries r, keys j forward; queries j, keys r
-        # backward; both split at block r's start (cb there: start_b).
         start_b = after_b + tb_r
         for j in range(r):
             part_q, part_v, part_k = _other_block_grads(
@@ -215,8 +282,6 @@ def bigla_bwd_kernel(
             dq_f_in += part_q
             dv_r += part_v
             dk_b_in += part_k
-        # Blocks after r: queries r, keys j backward; queries j, keys r
-        # forward; both split at block r's end (cf there: end_f).
         end_f = before_f + tf_r
         for j in range(r + 1, NC):
             part_q, part_v, part_k = _other_block_grads(
@@ -240,9 +305,7 @@ def bigla_bwd_kernel(
 @triton.jit
 def _chunk_carries(dg, ks, T, NT, K, BT: tl.constexpr, REVERSE: tl.constexpr):
     """Add to one direction's ``dg`` (T, K), at each chunk's last token
-    (``REVERSE``) or first, its sum over all later (earlier) chunks,
-    chunk by chunk with a carried total, from the last chunk (``REVERSE``)
-    or the first."""
+    (``REVERSE``) or first, its sum over the chunks after (before) it."""
     carry = tl.zeros(ks.shape, dtype=tl.float32)
     for n in range(NT):
         c = NT - 1 - n if REVERSE else n
@@ -260,16 +323,8 @@ def _chunk_carries(dg, ks, T, NT, K, BT: tl.constexpr, REVERSE: tl.constexpr):
 def gate_grad_carry_kernel(
     dg, T, NT, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr
 ):
-    """In place on ``dg`` (2, B, H, T, K) fp32, the per-token terms
-    ``q * dq - k * dk`` of each direction: the gradients of the cumulative
-    gates within chunks (cf, cb). Forward gates: dL/dcf_t is the term at t,
-    and at a chunk's last token also the terms of all later chunks
-    (dL/dgf_t sums the terms from t on, and gf_t enters cf at the chunk's
-    tokens from t on); backward gates: at a chunk's first token, the terms
-    of all earlier chunks. The sums within chunks are the log-gates'
-    (:func:`~.gate_kernels.log_gate_grad_kernel`). One loop for the
-    program's direction; a sum over a chunk's tokens an iteration, a row
-    rewritten.
+    """In place on ``dg`` (2, B, H, T, K) fp32: the gradients of the gates'
+    sums within chunks (cf, cb) from the per-token terms ``q dq - k dk``.
 
     Grid: (cdiv(K, BK), B * H, 2).
     """

@@ -1,30 +1,6 @@
-"""Sub-block Triton kernels of the fused bidirectional GLA
-(docs/operators.md, GLA): the chunk states of both directions and the
-outputs of the chunks not taken whole.
-
-Per head, tokens are cut into chunks of BT (64) tokens and chunks into NC
-sub-blocks of BC (16). The kernels take the log-gates (<= 0) as their
-inclusive cumulative sums within each chunk (:func:`~.gates.within_chunks`):
-``cf`` of the forward gates gf from the chunk's start, ``cb`` of the
-backward gates gb from its end, fp32 (B, H, T, d_k). A span's gate sum is
-a difference of two of their entries, a chunk's sum one entry, so no
-kernel sums gates over tokens. Within a chunk, forwards / backwards::
-
-    o_t = scale (q_t exp(bf_t) S^f_c + q_t exp(rb_t) S^b_c + sum_s A_ts v_s)
-    A_ts = sum_c q_tc k_sc (exp(bf_t - bf_s) [s <= t]
-                            + exp(rb_t - rb_s) [s >= t])
-
-with bf_t / rb_t the gate sums over the chunk's tokens <= t / >= t and
-S^f_c / S^b_c the states entering chunk c from before / after it. Both
-directions share every load; the backward direction is index arithmetic,
-no flipped copy. How the decays are factored (whole chunks, factored or
-exact diagonal sub-blocks) is in README.md.
-
-Tensors are (B, H, T, d) with any strides. ``DT`` is the dtype of q, k, v;
-``DOT`` the dtype handed to ``tl.dot`` (``DT`` on a GPU; fp32 holding
-DT-rounded values under Triton's interpreter, whose bf16 products are
-wrong), so operands are rounded to ``DT`` first either way.
-"""
+"""Forward Triton kernels of the fused bidirectional GLA: the chunk states
+of both directions, the outputs of the chunks taken whole and of the
+others by sub-blocks. Notation: :mod:`.triton_parts`."""
 
 import triton
 import triton.language as tl
@@ -34,6 +10,7 @@ from .triton_parts import (
     SIZES,
     _base,
     _block_gates,
+    _chunk_gates,
     _chunk_state,
     _chunk_totals,
     _diagonal_decays,
@@ -44,6 +21,7 @@ from .triton_parts import (
     _mm,
     _put,
     _tile,
+    _whole,
 )
 
 
@@ -57,22 +35,12 @@ def chunk_states_kernel(
     BK: tl.constexpr, BV: tl.constexpr, INCLUSIVE: tl.constexpr,
     DT: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
-    """Exclusive scans of chunk summaries in both directions.
-
-    Direction 0 (cumulative gates ``g0``) scans chunks left to right,
-    direction 1 (``g1``) right to left. Chunk c's summary is
-    ``sum_t (x_t exp(e_t))^T y_t`` with e_t the log-decay from token t to
-    the chunk's far end in the scan direction (token t's own gate included
-    when INCLUSIVE); the carry decays by the chunk's gate sum, in fp32.
-    Writes the carry entering every chunk: ``out`` (2, B, H, NT, K, V),
-    rounded to its dtype.
-
-    States (x = k, y = v, g0 = cf, g1 = cb): out[0] = S^f, out[1] = S^b,
-    with e_t = tf - cf_t (gf over the chunk's tokens after t) and tb - cb_t.
-    Their gradients (x = q, y = dL/do, g0 = cb, g1 = cf, INCLUSIVE):
-    out[0][c] = dL/dS^b_{c-1}, out[1][c] = dL/dS^f_{c+1} (unscaled), with
-    e_t = cb_t (gb over the tokens from t on) and cf_t. So g0 runs from the
-    chunk's start unless INCLUSIVE, g1 when INCLUSIVE.
+    """Exclusive scans of chunk summaries, direction 0 (gates ``g0``) left
+    to right, 1 (``g1``) right to left: chunk c's summary is ``sum_t (x_t
+    exp(e_t))^T y_t``, e_t the log-decay from t to the chunk's far end (t's
+    own gate included when INCLUSIVE). Writes the carry entering each chunk
+    to ``out`` (2, B, H, NT, K, V). States: x, y, g0, g1 = k, v, cf, cb;
+    their gradients: q, dL/do, cb, cf with INCLUSIVE.
 
     Grid: (cdiv(K, BK), cdiv(V, BV), B * H * 2).
     """
@@ -96,8 +64,6 @@ def chunk_states_kernel(
         tl.store(out + c.to(tl.int64) * K * V + out_offsets, carry, out_mask)
         b_x = _tile(x, rows, ks, sxt, sxd, T, K)
         b_y = _tile(y, rows, vs, syt, syd, T, V)
-        # One of the two tile loads is fully masked: no branch in the loop.
-        # Both directions' gate sums are read and one kept (README.md).
         cum = _tile(g0, rows, ks, s0t, s0d, T * (1 - i_dir), K)
         cum += _tile(g1, rows, ks, s1t, s1d, T * i_dir, K)
         if INCLUSIVE:  # g0 = cb, g1 = cf
@@ -116,6 +82,47 @@ def chunk_states_kernel(
 
 
 @triton.jit(do_not_specialize=SIZES)
+def chunk_fwd_kernel(
+    q, k, v, cum_f, cum_b, states, o, whole,
+    sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
+    sfb, sfh, sft, sfd, sgb, sgh, sgt, sgd, sob, soh, sot, sod,
+    scale, T, B, H, NT,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
+    DOT: tl.constexpr,
+):  # fmt: skip
+    """Output of a chunk taken whole, a tile of BV value channels: o = scale
+    (q_f S^f + q_b S^b + A v); flags it in ``whole``.
+
+    Grid: (cdiv(V, BV), NT, B * H).
+    """
+    i_v, i_c, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    ks = tl.arange(0, BK)
+    vs = i_v * BV + tl.arange(0, BV)
+    rows = i_c * BT + tl.arange(0, BT)
+    cum_f = _base(cum_f, i_b, i_h, sfb, sfh)
+    cum_b = _base(cum_b, i_b, i_h, sgb, sgh)
+    gates = (cum_f, cum_b, i_c, ks, sft, sfd, sgt, sgd, T, K)
+    mine = _whole(*_chunk_totals(*gates, BT))
+    tl.store(whole + (i_v * B * H + i_bh).to(tl.int64) * NT + i_c, mine)
+    if mine:
+        cf, cb, tf, tb = _chunk_gates(*gates, BT)
+        q_c = _tile(_base(q, i_b, i_h, sqb, sqh), rows, ks, sqt, sqd, T, K)
+        k_c = _tile(_base(k, i_b, i_h, skb, skh), rows, ks, skt, skd, T, K)
+        v_c = _tile(_base(v, i_b, i_h, svb, svh), rows, vs, svt, svd, T, V)
+        chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V)
+        state = _chunk_state(states, 0, *chunk)
+        acc = _mm(q_c * exp(cf), state, DT, DOT)
+        state = _chunk_state(states, 1, *chunk)
+        acc += _mm(q_c * exp(cb), state, DT, DOT)
+        a = _factored_scores(q_c, k_c, cf, cb, BT, DT, DOT)
+        acc += _mm(a, v_c, DT, DOT)
+        o = _base(o, i_b, i_h, sob, soh)
+        _put(o, acc * scale, rows, vs, sot, sod, T, V)
+
+
+@triton.jit(do_not_specialize=SIZES)
 def bigla_fwd_kernel(
     q, k, v, cum_f, cum_b, states, o, whole,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
@@ -125,10 +132,8 @@ def bigla_fwd_kernel(
     BK: tl.constexpr, BV: tl.constexpr, DT: tl.constexpr,
     DOT: tl.constexpr,
 ):  # fmt: skip
-    """Output of one chunk, both directions, for a tile of BV value
-    channels (BK >= K: all key channels), sub-block by sub-block: the
-    chunks that :func:`~.triton_chunk_kernels.chunk_fwd_kernel` left
-    (``whole`` 0).
+    """Output of a chunk not taken whole (``whole`` 0), sub-block by
+    sub-block, a tile of BV value channels (BK >= K).
 
     Grid: (cdiv(V, BV), NT, B * H).
     """
@@ -144,21 +149,15 @@ def bigla_fwd_kernel(
     vs = i_v * BV + tl.arange(0, BV)
     NC: tl.constexpr = BT // BC
     sub = tl.arange(0, BC)
-    # Nothing runs for a chunk taken whole.
     if tl.load(whole + (i_v * B * H + i_bh).to(tl.int64) * NT + i_c) != 0:
         return
     chunk = (i_bh, i_c, B, H, NT, ks, vs, K, V)
     state_f = _chunk_state(states, 0, *chunk)
     state_b = _chunk_state(states, 1, *chunk)
     strides = (ks, sft, sfd, sgt, sgd, T, K)
-    # Loops over the sub-blocks, not unrolled: unrolled, the compiler keeps
-    # several sub-blocks' tiles live at once and spills.
-    # With cf, cb the chunk's cumulative gates, a decay from token s to t is
-    # exp(cf_t - cf_s) (s < t) or exp(cb_t - cb_s) (s > t).
     for r in range(NC):
         rows_r = i_c * BT + r * BC + sub
         q_r = _tile(q, rows_r, ks, sqt, sqd, T, K)
-        # cf before block r, cb after it; block r's own sums from there.
         cf_r, tf_r, cb_r, tb_r, before_f, after_b = _block_gates(
             cum_f, cum_b, i_c * BT, r, *strides, BC, NC
         )

@@ -1,19 +1,7 @@
-"""The triton backend: bidirectional GLA by our fused Triton kernels
-(:mod:`.triton_kernels`, :mod:`.triton_chunk_kernels`,
-:mod:`.triton_backward_kernels`), both directions in one pass over the
-tokens, and its autograd Function.
-
-The gates enter as their cumulative sums within the chunks of 64 tokens
-(:func:`~.gates.within_chunks`), so that a span's gate sum is a difference
-of two entries and no kernel scans gates. Forward: the chunk states of
-both directions (one launch), then the outputs of the chunks taken whole
-and of the others (one launch each). Backward rescans the states and
-their gradients, then dq, dk, dv and the gate gradients of both kinds of
-chunk, then one launch carries the gate gradients across chunks. Only q,
-k, v and the gates' inputs are saved (the gates are recomputed). Fixed
-launch configurations, no autotuning; the launch sequence, grids, state
-storage and measurements are in README.md.
-"""
+"""The triton backend of ``bidirectional_gla``: launches of our fused
+kernels (:mod:`.triton_forward`, :mod:`.triton_backward`), both
+directions in one pass, and their autograd Function. Launch choices and
+their measurements: README.md."""
 
 import functools
 import inspect
@@ -40,15 +28,10 @@ from .naive import check_shapes
 # Tokens per chunk and per sub-block (the diagonal blocks of exact decays).
 CHUNK = 64
 SUB_BLOCK = 16
-# Largest head width: the output and gradient kernels hold all d_k (and,
-# backward, all d_v) channels of a sub-block; 128-wide tiles would need
-# more shared memory than one program may have.
+# Wider heads would need more shared memory than one program may have.
 MAX_HEAD_DIM = 64
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-# Fixed launch configuration of each kernel (Triton's launch options): the
-# whole-chunk kernels at 4 warps (straight-line code, two programs a
-# multiprocessor), the sub-block kernels at 8 (4 would spill) with loops
-# that copy nothing ahead, the state scan at 8 (README.md).
+# Fixed launch options of each kernel, no autotuning (README.md).
 LAUNCH = {
     'states': dict(num_warps=8),
     'whole_forward': dict(num_warps=4),
@@ -57,8 +40,7 @@ LAUNCH = {
     'backward': dict(num_warps=8, num_stages=1),
     'gate_grad': dict(num_warps=4),
 }
-# Warps of the whole-chunk kernels on GPUs other than sm_90, where 4
-# warps spill more.
+# Warps of the whole-chunk kernels off sm_90, where 4 spill more.
 WHOLE_WARPS_ELSEWHERE = 8
 
 
@@ -81,10 +63,7 @@ def _width(d, least=16):
 
 
 def tile_widths(K, V):
-    """Channel tiles (BK, BV) of each launch for heads of d_k = K and
-    d_v = V: the state scans take blocks of 32 key channels by every
-    value channel, the outputs up to 64 value channels, the gradients
-    every channel."""
+    """Channel tiles (BK, BV) of each launch for d_k = K, d_v = V."""
     return dict(
         states=dict(BK=min(32, _width(K)), BV=_width(V)),
         forward=dict(BK=_width(K), BV=min(64, _width(V))),
@@ -103,7 +82,7 @@ def _dtypes(dtype):
         torch.float32: tl.float32,
     }[dtype]
     # The interpreter multiplies bf16 as integers: feed it fp32 holding
-    # bf16-rounded values (see triton_kernels).
+    # bf16-rounded values.
     interpreted = interpreting()
     return dt, tl.float32 if interpreted and dt == tl.bfloat16 else dt
 
@@ -116,9 +95,8 @@ def _like_tokens(x, d, dtype=None):
 
 
 def launch_options(kind, capability):
-    """``LAUNCH[kind]`` on a GPU of compute ``capability`` ((major, minor),
-    None under Triton's interpreter): the whole-chunk kernels take
-    :data:`WHOLE_WARPS_ELSEWHERE` warps on GPUs other than sm_90."""
+    """``LAUNCH[kind]`` on a GPU of ``capability`` ((major, minor), None
+    under the interpreter)."""
     options = LAUNCH[kind]
     if kind.startswith('whole') and capability not in (None, (9, 0)):
         options = dict(options, num_warps=WHOLE_WARPS_ELSEWHERE)
@@ -126,17 +104,14 @@ def launch_options(kind, capability):
 
 
 def states_launch(programs):
-    """The state scan's launch options for a grid of ``programs``: its
-    loop over the chunks copies nothing ahead where there are many
-    (:func:`~..common.triton_runtime.num_stages`), and copies ahead where
-    a multiprocessor has one program or two."""
+    """The state scan's launch options for a grid of ``programs``."""
     return dict(LAUNCH['states'], num_stages=num_stages(programs))
 
 
 def chunk_states(x, y, g0, g1, inclusive, dtypes):
-    """:func:`~.triton_kernels.chunk_states_kernel`: (2, B, H, NT, K, V)
-    in y's dtype (the kernels' ``DT``)."""
-    from .triton_kernels import chunk_states_kernel
+    """:func:`~.triton_forward.chunk_states_kernel`: (2, B, H, NT, K, V)
+    in y's dtype."""
+    from .triton_forward import chunk_states_kernel
 
     B, H, T, K = x.shape
     V = y.shape[-1]
@@ -156,10 +131,9 @@ def chunk_states(x, y, g0, g1, inclusive, dtypes):
 
 def forward(q, k, v, c_fwd, c_bwd, scale):
     """``scale * (o^f + flip(o^b))``, (B, H, T, d_v) in v's dtype, from
-    the cumulative gates within chunks ``c_fwd``, ``c_bwd`` (fp32 (B, H,
-    T, d_k), :func:`~.gates.within_chunks`)."""
-    from .triton_chunk_kernels import chunk_fwd_kernel
-    from .triton_kernels import bigla_fwd_kernel
+    the gates' sums within chunks ``c_fwd``, ``c_bwd`` (fp32 (B, H, T,
+    d_k))."""
+    from .triton_forward import bigla_fwd_kernel, chunk_fwd_kernel
 
     B, H, T, K = q.shape
     V = v.shape[-1]
@@ -189,12 +163,13 @@ def forward(q, k, v, c_fwd, c_bwd, scale):
 
 def backward(d_o, q, k, v, c_fwd, c_bwd, scale):
     """Gradients of :func:`forward`: dq, dk, dv in their inputs' dtype,
-    dc_fwd, dc_bwd (of the cumulative gates) in fp32."""
-    from .triton_backward_kernels import (
+    dc_fwd, dc_bwd in fp32."""
+    from .triton_backward import (
+        PARTS,
         bigla_bwd_kernel,
+        chunk_bwd_kernel,
         gate_grad_carry_kernel,
     )
-    from .triton_chunk_kernels import PARTS, chunk_bwd_kernel
 
     B, H, T, K = q.shape
     V = v.shape[-1]
@@ -218,8 +193,7 @@ def backward(d_o, q, k, v, c_fwd, c_bwd, scale):
     tiles = tile_widths(K, V)
     sizes = dict(K=K, V=V, BT=CHUNK, BC=SUB_BLOCK, **tiles['backward'])
     sizes.update(DT=dtypes[0], DOT=dtypes[1])
-    # The chunks taken whole, then by sub-blocks with factored diagonals,
-    # then with exact ones.
+    # Whole chunks, then sub-blocks with factored diagonals, then exact.
     whole = launch_options('whole_backward', compute_capability(q.device))
     for part in PARTS:
         chunk_bwd_kernel[(NT, B * H)](*arguments, PART=part, **sizes, **whole)
@@ -235,20 +209,15 @@ def backward(d_o, q, k, v, c_fwd, c_bwd, scale):
 
 
 def given_gates(g_fwd, g_bwd, chunk=None):
-    """The log-gates as they are, or with ``chunk`` their cumulative sums
-    within chunks (:func:`~.gates.within_chunks`): the ``gates`` of
-    :class:`BidirectionalGLATriton` for gates given as tensors."""
+    """The log-gates, or with ``chunk`` their sums within chunks."""
     if chunk is None:
         return g_fwd, g_bwd
     return within_chunks(g_fwd, g_bwd, chunk)
 
 
 def chunked(gates: Callable[..., tuple[Tensor, Tensor]]) -> Callable:
-    """``gates`` as :class:`BidirectionalGLATriton` calls it, with the
-    keyword ``chunk``: itself where it takes that keyword (as
-    :func:`~.gates.log_gates` does, summing in its kernel), else a
-    function that sums its log-gates within chunks
-    (:func:`given_gates`)."""
+    """``gates`` taking the keyword ``chunk``: itself where it does, else
+    a wrapper summing its log-gates within chunks."""
     try:
         parameters = inspect.signature(gates).parameters.values()
     except (TypeError, ValueError):  # no signature to read
@@ -263,15 +232,10 @@ def chunked(gates: Callable[..., tuple[Tensor, Tensor]]) -> Callable:
 
 
 class BidirectionalGLATriton(torch.autograd.Function):
-    """:func:`forward` and :func:`backward` as an autograd Function whose
-    gates are ``gates(*gate_inputs, chunk=CHUNK)`` -> (c_fwd, c_bwd), the
-    log-gates' cumulative sums within chunks of CHUNK tokens
-    (:func:`~.gates.within_chunks`), each (B, H, T, d_k); its gradients
-    are theirs. It saves q, k, v and the gate inputs and recomputes the
-    gates in backward: the two fp32 (B, H, T, d_k) gate tensors are not
-    kept when ``gates`` derives them from smaller inputs (the GLA module's
-    tokens and low-rank gate weights); with :func:`given_gates` the inputs
-    are the gates themselves."""
+    """:func:`forward` and :func:`backward` with the gates
+    ``gates(*gate_inputs, chunk=CHUNK)`` -> (c_fwd, c_bwd), each (B, H,
+    T, d_k). Saves q, k, v and the gate inputs; the gates are recomputed
+    in backward."""
 
     @staticmethod
     def forward(ctx, q, k, v, scale, gates, *gate_inputs):
@@ -304,30 +268,10 @@ def bidirectional_triton_gated(
     gates: Callable[..., tuple[Tensor, Tensor]],
     *gate_inputs: Tensor,
 ) -> Tensor:
-    """``(o^f + flip(o^b)) / 2`` by the fused kernels, with log-gates
-    ``gates(*gate_inputs)`` recomputed in backward, not kept (see
-    :class:`BidirectionalGLATriton`). q, k, v keep their (autocast) dtype,
-    one common one if they differ; the gates go in as fp32. No copies of
-    contiguous or strided (B, H, T, d) views.
-
-    Args:
-        q, k (Tensor): (B, H, T, d_k).
-        v (Tensor): (B, H, T, d_v).
-        scale (float): Query scale.
-        gates (Callable): Deterministic function of ``gate_inputs`` giving
-            the log-gates <= 0 (g_fwd, g_bwd), each (B, H, T, d_k) in token
-            order. Where it takes the keyword ``chunk``, it is called with
-            ``chunk=n`` and gives their cumulative sums within chunks of n
-            tokens instead (:func:`~.gates.log_gates`,
-            :func:`~.gates.within_chunks`); otherwise its gates are summed
-            so (:func:`chunked`).
-        *gate_inputs (Tensor): Its tensors (those that need gradients get
-            them).
-
-    Returns:
-        Tensor: (B, H, T, d_v) in the dtype of ``v`` (laid out (B, T, H,
-        d_v) in memory).
-    """
+    """``(o^f + flip(o^b)) / 2`` by the fused kernels, the log-gates
+    ``gates(*gate_inputs)`` recomputed in backward. q, k, v (B, H, T, d)
+    in one common dtype, any strides; returns (B, H, T, d_v) in v's dtype,
+    laid out (B, T, H, d_v)."""
     reason = unsupported_reason(q, v)
     if reason is not None:
         raise ValueError(f"backend='triton' supports {reason}.")
@@ -342,9 +286,7 @@ def bidirectional_triton_gated(
 def bidirectional_triton(
     q: Tensor, k: Tensor, v: Tensor, g_fwd: Tensor, g_bwd: Tensor, scale: float
 ) -> Tensor:
-    """:func:`bidirectional_triton_gated` with the log-gates g_fwd, g_bwd
-    (B, H, T, d_k) given (the triton backend of ``bidirectional_gla``, which
-    checks the shapes and resolves ``scale``)."""
+    """:func:`bidirectional_triton_gated` with the log-gates given."""
     return bidirectional_triton_gated(
         q, k, v, scale, given_gates, g_fwd, g_bwd
     )
