@@ -28,9 +28,9 @@ from mmlvit.ops.gla import (
     bidirectional_gla_gated,
     bidirectional_gla_map,
 )
-from mmlvit.ops.gla import triton_backward as triton_backward_kernels  # noqa: E402
-from mmlvit.ops.gla import triton_forward as triton_kernels  # noqa: E402
-from mmlvit.ops.gla import triton_function as triton_backend  # noqa: E402
+from mmlvit.ops.gla import triton_backward as triton_backward_kernels
+from mmlvit.ops.gla import triton_forward as triton_kernels
+from mmlvit.ops.gla import triton_function as triton_backend
 
 NAMES = 'q k v g_fwd g_bwd'.split()
 FLAG = torch.int32  # the dtype of the passes' chunk flags
