@@ -105,6 +105,18 @@ def add_timing_arguments(parser, repeats=3, budget_s=60.0, threads=None):
     )
 
 
+def add_subset_argument(parser, flag, names, what):
+    """Add ``flag NAME ...``: a subset of ``names`` to run, all of them by
+    default, ``what`` naming them in the help."""
+    parser.add_argument(
+        flag,
+        nargs='+',
+        choices=tuple(names),
+        default=list(names),
+        help=f'{what} (default: all)',
+    )
+
+
 def add_operator_argument(parser, default=None, linear_cost=True):
     """Add ``--operators``: registered operator names (the linear-cost ones
     unless ``linear_cost`` is None); the default ``None`` stands for every

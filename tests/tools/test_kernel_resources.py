@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from lab.benchmarks import DTYPES
+from lab.benchmarks import DTYPES, kernel_cases
 from lab.benchmarks.kernel_resources import (
     KernelCase,
     kernel_resources,
@@ -171,7 +171,7 @@ def test_loops_at_one_stage_run_fewer_instructions(load_tool):
     ]  # fmt: skip
 
 
-def test_gla_kernels_at_four_warps(load_tool):
+def test_gla_kernels_at_four_warps():
     """GLA's whole-chunk kernels and its log-gate gradient launch 4 warps
     on sm_90: fewer instructions a program than at 8 and two programs a
     multiprocessor, not one (bf16); 8 on sm_80, where ptxas spills more at
@@ -180,10 +180,11 @@ def test_gla_kernels_at_four_warps(load_tool):
     launches 4 everywhere: four programs, not two."""
     import dataclasses
 
-    tool = load_tool('tools/analysis/kernel_resources.py')
     shipped, programs = {}, {}
     for arch in (80, 90):
-        for case in tool.gla_cases(torch.bfloat16, 'bf16', HEAD_WIDTH, arch):
+        for case in kernel_cases.gla_cases(
+            torch.bfloat16, 'bf16', HEAD_WIDTH, arch
+        ):
             name = case.name
             if not ('whole' in name or 'grad_kernel' in name):
                 continue
@@ -209,7 +210,7 @@ def test_gla_kernels_at_four_warps(load_tool):
     assert {w for (arch, _), w in shipped.items() if arch == 80} == {8}
 
 
-def test_gate_gradients_multiply_on_tensor_cores(load_tool):
+def test_gate_gradients_multiply_on_tensor_cores():
     """On sm_90 GLA's log-gate and gate-feature gradients multiply as three
     tf32 products: on tensor cores, in fewer instructions a program and
     no more registers than as fp32 multiply-adds ('ieee', no tensor
@@ -217,10 +218,10 @@ def test_gate_gradients_multiply_on_tensor_cores(load_tool):
     gradient multiplies as fp32 multiply-adds (bf16)."""
     import dataclasses
 
-    tool = load_tool('tools/analysis/kernel_resources.py')
-
     def cases(arch):
-        found = tool.gla_cases(torch.bfloat16, 'bf16', HEAD_WIDTH, arch)
+        found = kernel_cases.gla_cases(
+            torch.bfloat16, 'bf16', HEAD_WIDTH, arch
+        )
         return {case.name: case for case in found}
 
     grads = (
@@ -311,7 +312,7 @@ def test_every_kernel_fits_a_programs_shared_memory(load_tool, arch, dtypes):
     assert checked == len(dtypes) * 20 and not over, over
 
 
-def test_ttt_gradients_keep_their_registers_on_sm80(load_tool):
+def test_ttt_gradients_keep_their_registers_on_sm80():
     """ptxas's default optimisation gives up on TTT's gradient kernels
     with fp32 inputs for sm_80 (32 registers a thread, the rest in local
     memory): launched with the options the launch code gives an A100, each
@@ -319,11 +320,12 @@ def test_ttt_gradients_keep_their_registers_on_sm80(load_tool):
     back on sm_90, whose launches keep ptxas's default."""
     from mmlvit.ops.ttt.swiglu_function import SM80_PTXAS_OPTIONS
 
-    tool = load_tool('tools/analysis/kernel_resources.py')
     checked = []
     for dtype in ('bf16', 'fp32'):
         for arch in (80, 90):
-            for case in tool.ttt_cases(DTYPES[dtype], dtype, HEAD_WIDTH, arch):
+            for case in kernel_cases.ttt_cases(
+                DTYPES[dtype], dtype, HEAD_WIDTH, arch
+            ):
                 if not case.name.endswith(
                     ('query_grad_kernel', 'value_grad_kernel')
                 ):
@@ -336,13 +338,12 @@ def test_ttt_gradients_keep_their_registers_on_sm80(load_tool):
     assert checked == [None, None, None, None, low, low, None, None]
 
 
-def test_ttt_query_gradient_at_four_warps_with_half_tokens(load_tool):
+def test_ttt_query_gradient_at_four_warps_with_half_tokens():
     """On sm_90 with bf16 or fp16 tokens TTT's query gradient launches 4
     warps: two programs a multiprocessor, not one, and fewer warp
     instructions a program than at 8; with fp32 tokens, and on sm_80, 8."""
     import dataclasses
 
-    tool = load_tool('tools/analysis/kernel_resources.py')
     warps = {}
     for arch, dtype in (
         (90, 'bf16'),
@@ -352,7 +353,9 @@ def test_ttt_query_gradient_at_four_warps_with_half_tokens(load_tool):
     ):
         (case,) = (
             case
-            for case in tool.ttt_cases(DTYPES[dtype], dtype, HEAD_WIDTH, arch)
+            for case in kernel_cases.ttt_cases(
+                DTYPES[dtype], dtype, HEAD_WIDTH, arch
+            )
             if case.name.endswith('query_grad_kernel')
         )
         warps[arch, dtype] = case.num_warps

@@ -54,13 +54,7 @@ def case(text):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument(
-        '--variants',
-        nargs='+',
-        choices=tuple(BY_NAME),
-        default=tuple(BY_NAME),
-        help='the variants (default: all)',
-    )
+    core.add_subset_argument(parser, '--variants', BY_NAME, 'the variants')
     core.add_operator_argument(parser)
     parser.add_argument(
         '--cases',

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
+from lab.benchmarks.options import add_subset_argument
 from lab.reproduction.classification.cli import add_subset_options
 from lab.reproduction.classification.configs import (
     limit_data,
@@ -65,13 +66,7 @@ COLUMNS = (
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument(
-        '--arms',
-        nargs='+',
-        default=list(ARMS),
-        choices=list(ARMS),
-        help='arms to run (default: all of them)',
-    )
+    add_subset_argument(parser, '--arms', ARMS, 'arms to run')
     parser.add_argument(
         '--operator',
         default='relu',
