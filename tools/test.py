@@ -6,11 +6,13 @@ Example:
 """
 
 import argparse
-import os.path as osp
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.datasets import check_data_roots
-from mmlvit.engine.config_checks import check_config
+from mmlvit.engine.config_checks import (
+    check_config,
+    check_override_keys,
+)
 from mmlvit.engine.optimizers.mixed_precision import amp_summary
 from mmlvit.engine.runners.dist import (
     explain_collective_timeout,
@@ -18,7 +20,10 @@ from mmlvit.engine.runners.dist import (
 )
 from mmlvit.engine.runners.fsdp import check_sharded_checkpoint
 from mmlvit.engine.runners.runner import build_runner
-from mmlvit.utils.cli import parse_launched_args
+from mmlvit.utils.cli import (
+    parse_launched_args,
+    set_launcher_and_work_dir,
+)
 from mmlvit.utils.logs import read_config
 
 
@@ -39,17 +44,12 @@ def parse_args(argv=None):
 
 def merge_args(cfg, args):
     """Merge command line arguments into the config."""
-    cfg.launcher = args.launcher
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir') is None:
-        cfg.work_dir = osp.join(
-            './work_dirs', osp.splitext(osp.basename(args.config))[0]
-        )
+    set_launcher_and_work_dir(cfg, args)
     cfg.load_from = args.checkpoint
     if args.amp:
         cfg.test_cfg.fp16 = True
     if args.cfg_options is not None:
+        check_override_keys(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
     loader = cfg.test_dataloader
     loader.setdefault('persistent_workers', True)

@@ -8,21 +8,26 @@ Examples:
 """
 
 import argparse
-import os.path as osp
 
 import torch
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.checkpoint.work_dir_lock import acquire_work_dir, is_rank_zero
 from mmlvit.datasets import check_data_roots
-from mmlvit.engine.config_checks import check_config
+from mmlvit.engine.config_checks import (
+    check_config,
+    check_override_keys,
+)
 from mmlvit.engine.optimizers.mixed_precision import amp_summary, amp_type
 from mmlvit.engine.runners.dist import (
     explain_collective_timeout,
     init_cpu_distributed,
 )
 from mmlvit.engine.runners.runner import build_runner
-from mmlvit.utils.cli import parse_launched_args
+from mmlvit.utils.cli import (
+    parse_launched_args,
+    set_launcher_and_work_dir,
+)
 from mmlvit.utils.logs import read_config
 
 DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
@@ -92,13 +97,7 @@ def merge_args(cfg, args):
     """Merge command line arguments into the config."""
     if args.no_validate:
         cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
-    cfg.launcher = args.launcher
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir') is None:
-        cfg.work_dir = osp.join(
-            './work_dirs', osp.splitext(osp.basename(args.config))[0]
-        )
+    set_launcher_and_work_dir(cfg, args)
     if args.amp:
         # The mixed-precision form of the configured wrapper (the
         # non-finite-update guard stays on).
@@ -116,6 +115,7 @@ def merge_args(cfg, args):
     if args.auto_scale_lr:
         cfg.auto_scale_lr.enable = True
     if args.cfg_options is not None:
+        check_override_keys(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
     set_dataloader_defaults(cfg, args)
     return cfg

@@ -15,9 +15,20 @@ mmlvit's ``LinearVisionTransformer`` checks its own head count when it is
 built.
 """
 
+import difflib
+import inspect
 import logging
 
 from mmengine.logging import print_log
+from mmengine.runner import Runner
+
+# Top-level keys the Runner reads besides those a config already states.
+RUNNER_KEYS = frozenset(inspect.signature(Runner.__init__).parameters) | {
+    'custom_imports',
+    'model_wrapper_cfg',
+    'runner_type',
+    'strategy',
+}
 
 
 def check_config(cfg, train=True):
@@ -145,3 +156,27 @@ def schedule_problems(cfg):
             level=logging.WARNING,
         )
     return problems
+
+
+def check_override_keys(cfg, options):
+    """Raise ``ValueError`` for a ``--cfg-options`` key whose top level is
+    neither in ``cfg`` nor read by the Runner but is close to one that is
+    (``trian_cfg.max_epochs=5``): ``merge_from_dict`` would add it as a new
+    key that nothing reads, and the run would train its old schedule.
+
+    Args:
+        cfg (Config): The config the options are merged into.
+        options (dict | None): ``--cfg-options`` as ``{dotted key: value}``.
+    """
+    known = set(cfg.keys()) | RUNNER_KEYS
+    problems = []
+    for key in options or {}:
+        top = key.split('.')[0]
+        near = difflib.get_close_matches(top, sorted(known), n=1, cutoff=0.8)
+        if top not in known and near:
+            problems.append(
+                f'--cfg-options {key}: the config has no key {top!r}; did '
+                f'you mean {near[0]!r} ({key.replace(top, near[0], 1)})?'
+            )
+    if problems:
+        raise ValueError('\n'.join(problems))

@@ -41,3 +41,15 @@ def parse_launched_args(
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
+
+
+def set_launcher_and_work_dir(cfg, args: argparse.Namespace) -> None:
+    """``cfg.launcher`` from ``--launcher``; ``cfg.work_dir`` from
+    ``--work-dir``, else the config's own, else ``./work_dirs/<config
+    name>`` (as OpenMMLab's train and test scripts choose it)."""
+    cfg.launcher = args.launcher
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        name = os.path.splitext(os.path.basename(args.config))[0]
+        cfg.work_dir = os.path.join('./work_dirs', name)

@@ -13,7 +13,7 @@ from mmengine.config import Config
 # The session's parsed configs (parsed once for all config tests).
 from test_configs import EXPERIMENTS, ROOT, load
 
-from mmlvit.engine.config_checks import check_config
+from mmlvit.engine.config_checks import check_config, check_override_keys
 
 SOFTMAX = 'configs/fashion_mnist/vit-tiny-p4_softmax_fashion-mnist.py'
 DISTILL = (
@@ -67,6 +67,34 @@ def test_test_tool_names_a_head_count_that_does_not_divide():
         'model.backbone.arch.num_heads=3 does not divide embed_dims=64: '
         'every attention head takes embed_dims / num_heads channels. Set '
         'model.backbone.arch.num_heads to a divisor of 64, e.g. 2 or 4.'
+    )
+
+
+def test_train_tool_names_a_misspelled_override_key():
+    """merge_from_dict would add 'trian_cfg' and train the old schedule."""
+    with pytest.raises(ValueError) as error:
+        tool('train').main(
+            [
+                osp.join(ROOT, SOFTMAX),
+                '--cfg-options',
+                'trian_cfg.max_epochs=5',
+                'model.head.num_classes=10',
+            ]
+        )
+    assert str(error.value) == (
+        '--cfg-options trian_cfg.max_epochs: the config has no key '
+        "'trian_cfg'; did you mean 'train_cfg' (train_cfg.max_epochs)?"
+    )
+
+
+def test_override_keys_the_runner_reads_are_accepted():
+    """Keys a config may leave out but the Runner reads (experiment_name,
+    log_processor, ...), and new keys close to none, pass."""
+    cfg = load(SOFTMAX)
+    assert 'experiment_name' not in cfg and 'log_processor' not in cfg
+    check_override_keys(
+        cfg,
+        {'experiment_name': 'a', 'log_processor.window_size': 5, 'note': 1},
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 from mmengine.registry import init_default_scope
 from mmpretrain.registry import MODELS
+from tiny_vit import backbone_cfg
 
 from mmlvit.models.attentions import registered_operators
 
@@ -28,16 +29,9 @@ def fresh_dynamo():
 def tiny_backbone(operator):
     init_default_scope('mmpretrain')
     torch.manual_seed(0)
-    return MODELS.build(
-        dict(
-            type='LinearVisionTransformer',
-            arch=TINY,
-            img_size=32,
-            patch_size=8,
-            drop_path_rate=0.2,  # layer 1 drops at 0.2: the branch compiles
-            attn_cfg=dict(type=operator),
-        )
-    ).double()
+    # Layer 1 drops at 0.2: the branch compiles.
+    cfg = backbone_cfg(operator, TINY, in_channels=3, drop_path_rate=0.2)
+    return MODELS.build(cfg).double()
 
 
 def outputs_and_grads(run, model, images):

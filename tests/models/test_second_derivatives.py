@@ -6,6 +6,7 @@ import pytest
 import torch
 from mmengine.registry import init_default_scope
 from mmpretrain.registry import MODELS
+from tiny_vit import backbone_cfg
 
 import mmlvit  # noqa: F401
 
@@ -23,15 +24,14 @@ def gradient_norm(operator):
     """x -> ||d <model(x), w> / dx||^2, differentiable (create_graph)."""
     init_default_scope('mmpretrain')
     torch.manual_seed(0)
-    model = MODELS.build(
-        dict(
-            type='LinearVisionTransformer',
-            arch=TINY,
-            img_size=16,
-            patch_size=8,
-            attn_cfg=dict(type=operator, backend='torch'),
-        )
-    ).double()
+    cfg = backbone_cfg(
+        operator,
+        TINY,
+        img_size=16,
+        in_channels=3,
+        attn_cfg=dict(type=operator, backend='torch'),
+    )
+    model = MODELS.build(cfg).double()
 
     def norm(x):
         (out,) = model(x)
