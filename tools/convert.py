@@ -22,6 +22,8 @@ Example:
 """
 
 import argparse
+import os.path as osp
+import sys
 
 from mmlvit.apis import (
     add_init_arguments,
@@ -86,7 +88,9 @@ def main(argv=None):
     print(result['report'].table())
     print(f'Student: {result["student"]}')
     print(f'Config:  {result["config"]}')
-    print(f'Train:   python tools/train.py {result["config"]}')
+    train = osp.join(osp.dirname(osp.abspath(__file__)), 'train.py')
+    config = osp.abspath(result['config'])
+    print(f'Train:   {sys.executable} {train} {config}')
 
 
 if __name__ == '__main__':

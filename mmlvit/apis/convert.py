@@ -18,10 +18,10 @@ import re
 from mmlvit.models.attentions import registered_operators
 from mmlvit.transfer import (
     Setting,
+    SoftmaxCheckpoint,
     ViTArch,
     get_setting,
     infer_vit_arch,
-    load_softmax_checkpoint,
 )
 from mmlvit.utils.logs import read_config
 
@@ -181,9 +181,8 @@ def convert_to_student(
             f'Unknown dataset {dataset!r}; the recipe has '
             f'{", ".join(recipe_datasets())}.'
         )
-    arch = infer_vit_arch(
-        load_softmax_checkpoint(src, format), num_heads, name=str(src)
-    )
+    source = SoftmaxCheckpoint(src, format)  # read once, used twice
+    arch = infer_vit_arch(source.state_dict, num_heads, name=str(src))
     arch_name = (
         arch.arch
         if isinstance(arch.arch, str)
@@ -213,7 +212,7 @@ def convert_to_student(
     try:
         cfg = read_config(config_path)
         student, report, seed = init_student(
-            cfg, src, setting_rec.name, format=format, seed=seed
+            cfg, source, setting_rec.name, seed=seed
         )
     except BaseException:
         os.remove(config_path)

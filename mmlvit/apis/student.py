@@ -53,7 +53,7 @@ def fill_teacher_checkpoint(cfg: Config, checkpoint: str) -> bool:
 
 def init_student(
     cfg: Config,
-    checkpoint: str,
+    checkpoint: str | SoftmaxCheckpoint,
     setting: str = 'MLPCopy',
     components: list[str] | None = None,
     format: str = 'auto',
@@ -65,8 +65,9 @@ def init_student(
         cfg (Config): A classifier or distiller config; a distiller's unset
             ``model.teacher_checkpoint`` is filled with ``checkpoint``
             (:func:`fill_teacher_checkpoint`).
-        checkpoint (str): Softmax checkpoint, any format of
-            :func:`mmlvit.transfer.load_softmax_checkpoint`.
+        checkpoint (str | SoftmaxCheckpoint): Softmax checkpoint, any
+            format of :func:`mmlvit.transfer.load_softmax_checkpoint`
+            (a :class:`SoftmaxCheckpoint` already read is not read again).
         setting (str): Init setting (``SETTINGS``).
         components (list[str], optional): Copy these components instead.
         format (str): Checkpoint layout, or 'auto'.
@@ -76,7 +77,14 @@ def init_student(
     Returns:
         tuple: (student nn.Module, CopyReport, seed used).
     """
-    fill_teacher_checkpoint(cfg, checkpoint)
+    source = checkpoint
+    if not isinstance(source, SoftmaxCheckpoint):
+        source = SoftmaxCheckpoint(checkpoint, format)
+    fill_teacher_checkpoint(cfg, source.path)
+    teacher = (cfg.get('model') or {}).get('teacher_checkpoint')
+    if isinstance(teacher, str) and source.refers_to(teacher):
+        # The distiller's teacher takes the weights already read.
+        cfg.model.teacher_checkpoint = source
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
     if seed is None:
         seed = (cfg.get('randomness') or {}).get('seed') or 0
@@ -86,7 +94,6 @@ def init_student(
     # lines for a ViT): the copy table says what matters.
     with drop_messages(INIT_DUMP):
         model.init_weights()
-    source = SoftmaxCheckpoint(checkpoint, format)
     report = initialise(model, source, setting, components)
     return find_student(model), report, seed
 

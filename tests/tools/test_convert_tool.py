@@ -1,6 +1,7 @@
 """tools/convert.py: a softmax file -> a linear student and its config."""
 
 import os.path as osp
+import sys
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from safetensors.torch import save_file
 from tiny_vit import TIMM_TINY, perturbed_timm_vit
 
 from mmlvit.checkpoint import load_checkpoint_file
-from mmlvit.transfer import TransferError, load_softmax_checkpoint
+from mmlvit.transfer import TransferError, load_softmax_checkpoint, source
 from mmlvit.transfer.arch import infer_vit_arch
 
 MLP = (('fc1', 'ffn.layers.0.0'), ('fc2', 'ffn.layers.1'))
@@ -50,9 +51,17 @@ def build_written(config_path):
 
 @pytest.mark.parametrize('suffix', ['.safetensors', '.pth'])
 def test_convert_deit_tiny_to_gla_student(
-    suffix, deit_tiny, tmp_path, load_tool, capsys
+    suffix, deit_tiny, tmp_path, load_tool, capsys, repo_root, monkeypatch
 ):
     src = save(deit_tiny, tmp_path / f'deit_tiny_patch16_224{suffix}')
+    reads = []
+
+    def counted(path, *args, **kwargs):
+        reads.append(path)
+        return read(path, *args, **kwargs)
+
+    read = source.load_softmax_checkpoint
+    monkeypatch.setattr(source, 'load_softmax_checkpoint', counted)
     out = tmp_path / 'student'
     load_tool('tools/convert.py').main(
         [str(src), '--operator', 'gla', '--setting', 'MLPCopy']
@@ -63,7 +72,10 @@ def test_convert_deit_tiny_to_gla_student(
     config = out / f'{stem}.py'
     assert 'Softmax model: deit-tiny (C=192, 12 layers, 3 heads' in printed
     assert 'Softmax-to-linear init: setting=MLPCopy' in printed
-    assert f'python tools/train.py {config}' in printed
+    # A command that runs from any folder; the file is read once.
+    train = osp.join(repo_root, 'tools', 'train.py')
+    assert f'{sys.executable} {train} {config}' in printed
+    assert reads == [str(src)]
 
     cfg, model, saved = build_written(config)
     assert cfg.model.teacher_checkpoint == str(src)
