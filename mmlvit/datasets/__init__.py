@@ -1,6 +1,8 @@
 """Datasets that mmpretrain lacks (registered in its DATASETS) and the
 start-of-run check that every configured dataset is in place."""
 
+import warnings
+
 from .data_root_check import (
     DatasetFileError,
     check_data_roots,
@@ -10,6 +12,15 @@ from .data_root_check import (
 from .imagenet_ood import ImageNetSubset, ImageNetV2
 from .mnist5k import MNIST5k
 from .stl10 import STL10
+
+# mmpretrain's MNIST / Fashion-MNIST reader wraps read-only file bytes in a
+# tensor it never writes; torch's warning about it says nothing to the user.
+warnings.filterwarnings(
+    'ignore',
+    message='The given NumPy array is not writable',
+    category=UserWarning,
+    module=r'mmpretrain\.datasets\.mnist',
+)
 
 __all__ = [
     'DatasetFileError',

@@ -19,7 +19,12 @@ nothing about it:
   about 1,400 lines for a ViT (:data:`INIT_DUMP`);
 - the environment block counts processes as "GPU number" on machines
   without a GPU (:class:`mmlvit.engine.runners.Runner` says "Processes"
-  there).
+  there);
+- the environment block, the full config, the hook order table and the
+  optimizer constructor's per-parameter options (about 380 lines for the
+  tiny distillation) come before the first progress line:
+  :func:`keep_details_in_file` leaves them to the log file in the work dir
+  (the console gets a one-line environment summary).
 """
 
 import logging
@@ -33,6 +38,13 @@ from mmengine.logging import MMLogger
 FILE_CLIENT_DEPRECATION = (
     r'^"FileClient" will be deprecated',
     r'^"HardDiskBackend" is the alias of "LocalBackend"',
+)
+# Records the console leaves to the log file (keep_details_in_file).
+FILE_ONLY = (
+    r'^\n-+\nSystem environment:',
+    r'^Config:\n',
+    r'^Hooks will be executed in the following order',
+    r'^paramwise_options -- ',
 )
 # BaseModule._dump_init_info: '\n{name} - {shape}: \n{init info} \n '.
 INIT_DUMP = r'^\n\S+ - torch\.Size\('
@@ -98,3 +110,24 @@ def read_config(path):
             'ignore', 'pkg_resources is deprecated', UserWarning
         )
         return Config.fromfile(path)
+
+
+class FileOnlyDetails(DropMessages):
+    """The :data:`FILE_ONLY` records, dropped by a console handler."""
+
+    def __init__(self):
+        super().__init__(*FILE_ONLY)
+
+
+def keep_details_in_file(logger):
+    """Make the console handlers of ``logger`` drop the :data:`FILE_ONLY`
+    records; its file handler (the log in the work dir) keeps them. Calling
+    it twice adds one filter per handler."""
+    for handler in logger.handlers:
+        console = isinstance(handler, logging.StreamHandler) and not (
+            isinstance(handler, logging.FileHandler)
+        )
+        if console and not any(
+            isinstance(f, FileOnlyDetails) for f in handler.filters
+        ):
+            handler.addFilter(FileOnlyDetails())

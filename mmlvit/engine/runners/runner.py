@@ -2,11 +2,15 @@
 
 import copy
 import logging
+import platform
 import re
 
+import mmengine
 import torch
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner as _Runner
+
+from mmlvit.utils.logs import keep_details_in_file
 
 from .loops import ResumableEpochBasedTrainLoop
 
@@ -29,9 +33,17 @@ class _ProcessesNotGPUs(logging.Filter):
 
 class Runner(_Runner):
     """mmengine's Runner whose environment block counts processes, not
-    GPUs, on a machine without CUDA, and whose epoch-based training loop
-    resumes within an epoch (:mod:`mmlvit.engine.runners.loops`).
-    ``tools/train.py`` and ``tools/test.py`` build it."""
+    GPUs, on a machine without CUDA, whose console leaves the full config,
+    the hook table and the per-parameter optimizer options to the log file
+    (:func:`mmlvit.utils.logs.keep_details_in_file`), and whose epoch-based
+    training loop resumes within an epoch
+    (:mod:`mmlvit.engine.runners.loops`). ``tools/train.py`` and
+    ``tools/test.py`` build it."""
+
+    def build_logger(self, *args, **kwargs):
+        logger = super().build_logger(*args, **kwargs)
+        keep_details_in_file(logger)
+        return logger
 
     def build_train_loop(self, loop):
         if (
@@ -48,13 +60,23 @@ class Runner(_Runner):
 
     def _log_env(self, env_cfg):
         if torch.cuda.is_available():
-            return super()._log_env(env_cfg)
-        rename = _ProcessesNotGPUs()
-        self.logger.addFilter(rename)
-        try:
-            return super()._log_env(env_cfg)
-        finally:
-            self.logger.removeFilter(rename)
+            super()._log_env(env_cfg)
+            devices = f'GPU number: {self.world_size}'
+        else:
+            rename = _ProcessesNotGPUs()
+            self.logger.addFilter(rename)
+            try:
+                super()._log_env(env_cfg)
+            finally:
+                self.logger.removeFilter(rename)
+            devices = f'Processes: {self.world_size} (CPU, no CUDA GPU)'
+        # The block above goes to the log file only (FILE_ONLY).
+        self.logger.info(
+            f'Environment: Python {platform.python_version()}, PyTorch '
+            f'{torch.__version__}, MMEngine {mmengine.__version__}, '
+            f'{devices}, seed {self.seed} (the full environment, config '
+            'and hook order are in the log file of the work dir)'
+        )
 
 
 def build_runner(cfg):
