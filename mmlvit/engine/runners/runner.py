@@ -12,6 +12,7 @@ from mmengine.runner import Runner as _Runner
 
 from mmlvit.utils.logs import keep_details_in_file
 
+from ..hooks.lr_schedule_check import LearningRateScheduleCheckHook
 from .loops import ResumableEpochBasedTrainLoop
 
 _GPU_NUMBER = re.compile(r'^(\s*)GPU number: (\d+)$', re.MULTILINE)
@@ -35,10 +36,16 @@ class Runner(_Runner):
     """mmengine's Runner whose environment block counts processes, not
     GPUs, on a machine without CUDA, whose console leaves the full config,
     the hook table and the per-parameter optimizer options to the log file
-    (:func:`mmlvit.utils.logs.keep_details_in_file`), and whose epoch-based
+    (:func:`mmlvit.utils.logs.keep_details_in_file`), which warns before
+    training when the learning-rate schedule cannot work at the run's length
+    (:mod:`mmlvit.engine.hooks.lr_schedule_check`), and whose epoch-based
     training loop resumes within an epoch
     (:mod:`mmlvit.engine.runners.loops`). ``tools/train.py`` and
     ``tools/test.py`` build it."""
+
+    def register_hooks(self, default_hooks=None, custom_hooks=None):
+        super().register_hooks(default_hooks, custom_hooks)
+        self.register_hook(LearningRateScheduleCheckHook())
 
     def build_logger(self, *args, **kwargs):
         logger = super().build_logger(*args, **kwargs)
@@ -74,7 +81,8 @@ class Runner(_Runner):
         self.logger.info(
             f'Environment: Python {platform.python_version()}, PyTorch '
             f'{torch.__version__}, MMEngine {mmengine.__version__}, '
-            f'{devices}, seed {self.seed} (the full environment, config '
+            f'Distributed training: {self.distributed}, {devices}, seed '
+            f'{self.seed} (the full environment, config '
             'and hook order are in the log file of the work dir)'
         )
 
