@@ -73,10 +73,15 @@ class DeployableClassifier(nn.Module):
             self.register_buffer('std', pre.std.clone(), persistent=False)
         self.eval()
 
-    def forward(self, images):
+    def logits(self, images):
+        """(B, C, H, W) pixels as :meth:`forward` takes them ->
+        (B, num_classes) logits, the head's output before the softmax."""
         x = images
         if self.to_rgb and x.shape[1] == 3:
             x = x.flip(1)
         if self.normalize:
             x = (x - self.mean) / self.std
-        return torch.softmax(self.classifier(x, mode='tensor'), dim=-1)
+        return self.classifier(x, mode='tensor')
+
+    def forward(self, images):
+        return torch.softmax(self.logits(images), dim=-1)

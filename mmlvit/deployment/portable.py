@@ -3,10 +3,11 @@
 :func:`export_portable` writes the classifier's weights as safetensors
 (``backbone.*``, ``head.*``: the names of its mmpretrain checkpoint) and
 the model's own config dict as JSON (``model``: types and arguments, as
-mmpretrain's registry builds them, nothing of the training run);
-:func:`load_portable` rebuilds the classifier from that pair with
-``import mmlvit`` and mmpretrain's registry, without a config file. A
-distiller config exports its student.
+mmpretrain's registry builds them, its data preprocessor included, nothing
+of the training run); :func:`load_portable` rebuilds the classifier from
+that pair with ``import mmlvit`` and mmpretrain's registry, without a
+config file, as a :class:`~.classifier.DeployableClassifier`: raw pixels
+in, as the ONNX export takes them. A distiller config exports its student.
 """
 
 import json
@@ -14,6 +15,8 @@ import os
 import os.path as osp
 
 import torch
+
+from .classifier import DeployableClassifier, load_classifier
 
 FORMAT = 'mmlvit-classifier'
 FORMAT_VERSION = 1
@@ -64,8 +67,6 @@ def export_portable(cfg, checkpoint, out):
     """
     from safetensors.torch import save_file
 
-    from .classifier import load_classifier
-
     model, cfg = load_classifier(cfg, checkpoint)
     stem = (
         osp.splitext(out)[0]
@@ -101,7 +102,10 @@ def load_portable(path, device='cpu'):
         device (str | torch.device): Where to put the model.
 
     Returns:
-        nn.Module: The classifier in eval mode, weights loaded strictly.
+        DeployableClassifier: In eval mode, weights loaded strictly: raw
+        pixels (0-255, the test pipeline's channel order) -> class scores,
+        ``.logits(images)`` -> logits, ``.classifier`` the mmpretrain
+        classifier (which takes normalised images).
     """
     from mmengine.registry import init_default_scope
     from mmpretrain.registry import MODELS
@@ -123,4 +127,5 @@ def load_portable(path, device='cpu'):
     init_default_scope('mmpretrain')
     model = MODELS.build(record['model'])
     model.load_state_dict(load_file(weights), strict=True)
-    return model.to(torch.device(device)).eval()
+    deployable = DeployableClassifier(model.eval())
+    return deployable.to(torch.device(device))

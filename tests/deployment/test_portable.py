@@ -41,7 +41,7 @@ def test_round_trip_gives_identical_logits(repo_root, tmp_path):
     )
     assert 'teacher' not in json.dumps(record)
     for path in (config, weights, str(tmp_path / 'out' / 'gla')):
-        rebuilt = load_portable(path)
+        rebuilt = load_portable(path).classifier
         images = torch.rand(3, 1, 28, 28) * 255
         with torch.no_grad():
             assert torch.equal(

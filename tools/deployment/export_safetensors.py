@@ -7,7 +7,7 @@ rebuilds the model from that pair alone and checks that it gives the same
 logits as the checkpoint on a random batch. Rebuild it elsewhere with::
 
     from mmlvit.deployment import load_portable
-    model = load_portable('OUT.json')
+    model = load_portable('OUT.json')  # raw pixels -> class scores
 
 Example:
     python tools/deployment/export_safetensors.py \\
@@ -44,7 +44,7 @@ def main(argv=None):
     )
     with torch.no_grad():
         expected = model(images, mode='tensor')
-        rebuilt = load_portable(config)(images, mode='tensor')
+        rebuilt = load_portable(config).classifier(images, mode='tensor')
     diff = (rebuilt - expected).abs().max().item()
     print(f'Wrote {weights} and {config}')
     print(f'Rebuilt from them: max abs difference of the logits {diff:.3g}')
