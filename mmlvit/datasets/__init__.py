@@ -12,6 +12,7 @@ from .data_root_check import (
 from .imagenet_ood import ImageNetSubset, ImageNetV2
 from .mnist5k import MNIST5k
 from .stl10 import STL10
+from .transforms import MatchChannels
 
 # mmpretrain's MNIST / Fashion-MNIST reader wraps read-only file bytes in a
 # tensor it never writes; torch's warning about it says nothing to the user.
@@ -25,6 +26,7 @@ warnings.filterwarnings(
 __all__ = [
     'DatasetFileError',
     'find_damaged_data',
+    'MatchChannels',
     'MNIST5k',
     'STL10',
     'ImageNetSubset',

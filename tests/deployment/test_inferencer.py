@@ -65,6 +65,25 @@ def test_inferencer_and_onnx_on_shipped_checkpoint(
     np.testing.assert_allclose(scores, result['pred_scores'], atol=1e-5)
 
 
+def test_inferencer_reads_the_png_path_of_a_grey_model(repo_root, test_image):
+    """The inferencer reads a path in colour (H, W, 3); the grey models'
+    test pipeline converts it (MatchChannels) and the answer is the grey
+    array's."""
+    path, label = test_image
+    config, checkpoint = (
+        osp.join(repo_root, p) for p in (SOFTMAX_CONFIG, SOFTMAX_CHECKPOINT)
+    )
+    inferencer = ImageClassificationInferencer(
+        config, pretrained=checkpoint, device='cpu'
+    )
+    from_path = inferencer(path)[0]
+    from_array = inferencer(grey(path))[0]
+    assert from_path['pred_class'] == label
+    np.testing.assert_allclose(
+        from_path['pred_scores'], from_array['pred_scores'], atol=1e-6
+    )
+
+
 def test_inferencer_on_distilled_student(repo_root, test_image, tmp_path):
     """A distiller's checkpoint holds the student alone; the inferencer
     needs the student's classifier config (classifier_config)."""

@@ -9,7 +9,12 @@ train_pipeline = [
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='PackInputs'),
 ]
-test_pipeline = [dict(type='PackInputs')]
+# Grey 1-channel images; an image file read in colour (mmpretrain's
+# inferencer on a path) is converted to grey first.
+test_pipeline = [
+    dict(type='MatchChannels', channels=1),
+    dict(type='PackInputs'),
+]
 
 # Loading 28 px images costs little; on a 2-core machine worker processes
 # would take cores from the tiny models' compute, so none are started.
