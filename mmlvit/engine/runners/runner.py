@@ -81,7 +81,8 @@ class Runner(_Runner):
         self.logger.info(
             f'Environment: Python {platform.python_version()}, PyTorch '
             f'{torch.__version__}, MMEngine {mmengine.__version__}, '
-            f'Distributed training: {self.distributed}, {devices}, seed '
+            f'Distributed launcher: {self.launcher}, Distributed '
+            f'training: {self.distributed}, {devices}, seed '
             f'{self.seed} (the full environment, config '
             'and hook order are in the log file of the work dir)'
         )
