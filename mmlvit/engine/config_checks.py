@@ -168,12 +168,14 @@ def check_override_keys(cfg, options):
         cfg (Config): The config the options are merged into.
         options (dict | None): ``--cfg-options`` as ``{dotted key: value}``.
     """
-    known = set(cfg.keys()) | RUNNER_KEYS
+    known = sorted(set(cfg.keys()) | RUNNER_KEYS)
     problems = []
     for key in options or {}:
         top = key.split('.')[0]
-        near = difflib.get_close_matches(top, sorted(known), n=1, cutoff=0.8)
-        if top not in known and near:
+        if top in known:
+            continue
+        near = difflib.get_close_matches(top, known, n=1, cutoff=0.8)
+        if near:
             problems.append(
                 f'--cfg-options {key}: the config has no key {top!r}; did '
                 f'you mean {near[0]!r} ({key.replace(top, near[0], 1)})?'
