@@ -62,9 +62,11 @@ def init_student(
     """Build ``cfg.model`` and initialise its student from ``checkpoint``.
 
     Args:
-        cfg (Config): A classifier or distiller config; a distiller's unset
-            ``model.teacher_checkpoint`` is filled with ``checkpoint``
-            (:func:`fill_teacher_checkpoint`).
+        cfg (Config): A classifier or distiller config, changed in place:
+            a distiller's unset ``model.teacher_checkpoint`` is filled with
+            ``checkpoint`` (:func:`fill_teacher_checkpoint`), and one that
+            names the same file becomes the :class:`SoftmaxCheckpoint` read
+            here, so that the teacher does not read it again.
         checkpoint (str | SoftmaxCheckpoint): Softmax checkpoint, any
             format of :func:`mmlvit.transfer.load_softmax_checkpoint`
             (a :class:`SoftmaxCheckpoint` already read is not read again).
