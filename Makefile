@@ -28,6 +28,7 @@ $(STAMP): $(REQS)
 	$(PY) -m pip show -q mmcv 2>/dev/null || \
 		$(PY) -m pip install -q -r requirements/mmcv-lite.txt
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	$(PY) tools/setup/link_editable_install.py
 	touch $(STAMP)
 
 # The full mmcv replaces mmcv-lite (both install the package `mmcv`).

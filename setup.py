@@ -33,28 +33,39 @@ def parse_requirements(fname):
     return requirements
 
 
-def add_mim_extension():
-    """Copy configs/, tools/, checkpoints/ (the shipped tiny teacher that
-    configs name by a relative path) and model-index.yml to mmlvit/.mim for
-    ``mim``.
+MIM_FILES = ('configs', 'tools', 'checkpoints', 'model-index.yml')
 
-    Wheels and sdists get copies; a develop (editable) install gets nothing,
-    and there ``python tools/train.py`` is the entry point.
+
+def add_mim_extension():
+    """Put configs/, tools/, checkpoints/ (the shipped tiny teacher that
+    configs name by a relative path) and model-index.yml under mmlvit/.mim,
+    where ``mim`` looks for them: copies in wheels and sdists, relative
+    symbolic links in an editable install (so they never go stale).
+
+    Other commands (metadata, egg_info) leave mmlvit/.mim as it is.
     """
     if 'develop' in sys.argv or 'editable_wheel' in sys.argv:
+        mode = 'symlink'
+    elif 'bdist_wheel' in sys.argv or 'sdist' in sys.argv:
+        mode = 'copy'
+    else:
         return
     mim_path = osp.join(ROOT, 'mmlvit', '.mim')
     os.makedirs(mim_path, exist_ok=True)
-    for name in ('configs', 'tools', 'checkpoints', 'model-index.yml'):
+    for name in MIM_FILES:
         src = osp.join(ROOT, name)
         dst = osp.join(mim_path, name)
         if osp.islink(dst) or osp.isfile(dst):
             os.remove(dst)
         elif osp.isdir(dst):
             shutil.rmtree(dst)
-        if osp.isdir(src):
+        if not osp.exists(src):
+            continue
+        if mode == 'symlink':
+            os.symlink(osp.relpath(src, mim_path), dst)
+        elif osp.isdir(src):
             shutil.copytree(src, dst)
-        elif osp.isfile(src):
+        else:
             shutil.copyfile(src, dst)
 
 

@@ -33,6 +33,31 @@ def interpreter_env():
     return env
 
 
+def source_copy(dest):
+    """Copy the checkout's package sources (what ``pip`` builds from) to
+    ``dest``, so that a build writes its ``mmlvit/.mim`` there and never
+    into the checkout other tests read."""
+    for name in (
+        'mmlvit',
+        'configs',
+        'tools',
+        'checkpoints',
+        'requirements',
+        'setup.py',
+        'README.md',
+        'MANIFEST.in',
+        'model-index.yml',
+    ):
+        src, dst = REPO_ROOT / name, Path(dest) / name
+        if src.is_dir():
+            shutil.copytree(
+                src, dst, ignore=shutil.ignore_patterns('.mim', '__pycache__')
+            )
+        else:
+            shutil.copyfile(src, dst)
+    return Path(dest)
+
+
 def run(cmd, cwd, env=None, timeout=600):
     """Run ``cmd`` in ``cwd`` (text output captured); returns the
     CompletedProcess whatever its exit status."""

@@ -32,7 +32,7 @@ _RECIPE = 'deit-s_mlpcopy-distill_{}.py'
 
 def configs_root() -> str:
     """The project's configs: the source tree's, else the packaged copy."""
-    package = osp.dirname(osp.dirname(osp.abspath(__file__)))
+    package = osp.dirname(osp.dirname(osp.realpath(__file__)))
     for root in (
         osp.join(osp.dirname(package), 'configs'),
         osp.join(package, '.mim', 'configs'),

@@ -134,7 +134,9 @@ def _reason(error):
     message = str(error).strip().splitlines()
     text = f'{type(error).__name__}: {message[0] if message else ""}'
     frames = traceback.extract_tb(error.__traceback__)
-    own = [f for f in frames if 'site-packages' not in f.filename]
+    own = [
+        f for f in frames if 'site-packages' not in osp.realpath(f.filename)
+    ]
     if own:
         frame = own[-1]
         text += f' (at {frame.filename}:{frame.lineno}: {frame.line})'

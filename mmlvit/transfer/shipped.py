@@ -11,7 +11,7 @@ another folder still finds them.
 
 import os.path as osp
 
-PACKAGE_DIR = osp.dirname(osp.dirname(osp.abspath(__file__)))
+PACKAGE_DIR = osp.dirname(osp.dirname(osp.realpath(__file__)))
 # Where a relative path of a shipped file may live: an installed package's
 # copy, then the checkout the package is imported from.
 SHIPPED_ROOTS = (osp.join(PACKAGE_DIR, '.mim'), osp.dirname(PACKAGE_DIR))

@@ -8,7 +8,7 @@ import os.path as osp
 
 import pytest
 import torch
-from tool_runs import launch, resume_in_copy, run, run_log
+from tool_runs import launch, resume_in_copy, run, run_log, source_copy
 
 from mmlvit.checkpoint import load_checkpoint_file
 
@@ -175,6 +175,7 @@ def test_mim_train_non_editable_install(
 ):
     """`mim train mmlvit CONFIG` from a wheel installed into a folder."""
     wheel_dir, site = tmp_path / 'wheel', tmp_path / 'site'
+    source = source_copy(tmp_path / 'source')
     run_log(
         [
             python,
@@ -188,7 +189,7 @@ def test_mim_train_non_editable_install(
             '-w',
             str(wheel_dir),
         ],
-        repo_root,
+        source,
     )
     wheel = glob.glob(str(wheel_dir / 'mmlvit-*.whl'))[0]
     run_log(
