@@ -86,7 +86,8 @@ def test_inferencer_reads_the_png_path_of_a_grey_model(repo_root, test_image):
 
 def test_inferencer_on_distilled_student(repo_root, test_image, tmp_path):
     """A distiller's checkpoint holds the student alone; the inferencer
-    needs the student's classifier config (classifier_config)."""
+    takes the distill config as it is (no teacher file: the distiller runs
+    its student), or the student's classifier config."""
     path, _ = test_image
     config = osp.join(repo_root, DISTILL_CONFIG)
     torch.manual_seed(0)
@@ -98,15 +99,40 @@ def test_inferencer_on_distilled_student(repo_root, test_image, tmp_path):
     meta = dict(dataset_meta=dict(classes=FashionMNIST.METAINFO['classes']))
     torch.save(dict(state_dict=student.state_dict(), meta=meta), checkpoint)
 
-    cfg = classifier_config(config)
-    assert cfg.model.type == 'ImageClassifier'
-    assert 'custom_hooks' not in cfg
-    inferencer = ImageClassificationInferencer(
-        cfg, pretrained=checkpoint, device='cpu'
-    )
-    result = inferencer(grey(path))[0]
     image = torch.from_numpy(grey(path)).float()[None, None]
     with torch.no_grad():
         expected = DeployableClassifier(student)(image)[0]
-    np.testing.assert_allclose(result['pred_scores'], expected, atol=1e-6)
-    assert result['pred_class'] in FashionMNIST.METAINFO['classes']
+    cfg = classifier_config(config)
+    assert cfg.model.type == 'ImageClassifier'
+    assert 'custom_hooks' not in cfg
+    for model in (config, cfg):
+        inferencer = ImageClassificationInferencer(
+            model, pretrained=checkpoint, device='cpu'
+        )
+        result = inferencer(grey(path))[0]
+        np.testing.assert_allclose(result['pred_scores'], expected, atol=1e-6)
+        assert result['pred_class'] in FashionMNIST.METAINFO['classes']
+
+
+def test_inferencer_on_shipped_distill_config_reads_png(
+    repo_root, test_image, tmp_path
+):
+    """The shipped distillation config (teacher shipped too), a PNG path,
+    the student's checkpoint: the student's scores on the grey image."""
+    path, _ = test_image
+    config = osp.join(
+        repo_root,
+        'configs/fashion_mnist/vit-tiny-p4_gla_copy-distill_fashion-mnist-5k.py',
+    )
+    torch.manual_seed(0)
+    student, _ = load_classifier(config)
+    checkpoint = str(tmp_path / 'student.pth')
+    torch.save(dict(state_dict=student.state_dict(), meta={}), checkpoint)
+    inferencer = ImageClassificationInferencer(
+        config, pretrained=checkpoint, device='cpu'
+    )
+    image = torch.from_numpy(grey(path)).float()[None, None]
+    with torch.no_grad():
+        expected = DeployableClassifier(student)(image)[0]
+    result = inferencer(path)[0]
+    np.testing.assert_allclose(result['pred_scores'], expected, atol=1e-5)

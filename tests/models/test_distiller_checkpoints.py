@@ -16,6 +16,7 @@ from test_distiller import STUDENT, TEACHER, batch, build
 from tiny_vit import NO_CLS, TINY_ARCH, backbone_cfg, classifier_cfg
 
 from mmlvit.checkpoint import CheckpointError
+from mmlvit.transfer.source import softmax_checkpoint_of
 
 teacher_ckpt = distiller_tests.teacher_ckpt
 
@@ -179,3 +180,32 @@ def test_backbone_without_layers_is_refused(teacher_ckpt):
     )
     with pytest.raises(TypeError, match='student .ResNet. cannot be'):
         build(teacher_ckpt, student=student)
+
+
+def test_without_teacher_checkpoint_only_the_student_runs(teacher_ckpt):
+    """Tests and the inferencer build a distill config without the
+    teacher's file: the student predicts; training stops with the fix."""
+    distiller = MODELS.build(
+        dict(
+            type='AttentionDistiller',
+            student=STUDENT,
+            teacher=TEACHER,
+            teacher_checkpoint=None,
+            data_preprocessor=distiller_tests.PREPROCESSOR,
+        )
+    )
+    trained = build(teacher_ckpt)
+    distiller.load_state_dict(trained.state_dict(), strict=True)
+    distiller.eval(), trained.eval()
+    inputs, samples = batch()
+    assert torch.equal(
+        distiller(inputs, mode='tensor'), trained(inputs, mode='tensor')
+    )
+    assert len(distiller(inputs, samples, mode='predict')) == len(samples)
+    fix = 'model.teacher_checkpoint is not set: pass --cfg-options'
+    with pytest.raises(ValueError, match=fix):
+        distiller(inputs, samples, mode='loss')
+    with pytest.raises(ValueError, match=fix):
+        distiller.init_weights()  # where a Runner's training starts
+    with pytest.raises(ValueError, match=fix):
+        softmax_checkpoint_of(distiller)  # what the init hook reads

@@ -13,7 +13,7 @@ from mmlvit.utils.logs import hide_frozen_teacher_notes
 from ..lora import add_adapters
 from .recorder import AttentionRecording, attention_modules, check_recordable
 from .student_state import TEACHER, keep_student_only
-from .teacher import load_teacher_weights
+from .teacher import NO_TEACHER, load_teacher_weights
 
 __all__ = ['AttentionDistiller', 'load_teacher_weights']
 
@@ -61,9 +61,10 @@ class AttentionDistiller(BaseModel):
             ``train_cfg``) serves both models.
         teacher (dict): The softmax teacher classifier, with the same depth
             and width as the student. Its own data preprocessor is unused.
-        teacher_checkpoint (str | SoftmaxCheckpoint): The teacher's
+        teacher_checkpoint (str | SoftmaxCheckpoint | None): The teacher's
             weights: any file ``mmlvit.transfer.load_softmax_checkpoint``
-            reads.
+            reads. Without it the distiller only predicts (its student, as
+            tests and the inferencer need); training stops with the fix.
         distill_losses (list[dict]): Distillation losses (MODELS configs of
             ``DistillLoss`` subclasses). Defaults to
             ``[dict(type='AttentionOutputMSE')]``.
@@ -112,8 +113,11 @@ class AttentionDistiller(BaseModel):
         if adapters is not None:
             add_adapters(self.student, **adapters)
         self.teacher = self.build_teacher(teacher)
-        self.softmax_checkpoint = load_teacher_weights(
-            self.teacher, teacher_checkpoint
+        # Without a checkpoint only the student runs (tests, inference).
+        self._softmax_checkpoint = (
+            load_teacher_weights(self.teacher, teacher_checkpoint)
+            if teacher_checkpoint
+            else None
         )
         self.teacher.requires_grad_(False)
         # The optimizer constructor would warn once per teacher tensor.
@@ -157,6 +161,26 @@ class AttentionDistiller(BaseModel):
                 getattr(self, role), self.records, self.blocks, role
             )
         keep_student_only(self)
+
+    @property
+    def softmax_checkpoint(self) -> SoftmaxCheckpoint:
+        """The teacher's checkpoint, read when the distiller was built.
+
+        Raises:
+            ValueError: The distiller was built without one.
+        """
+        self._require_teacher()
+        return self._softmax_checkpoint
+
+    def init_weights(self) -> None:
+        """Check for the teacher's weights (a Runner's training starts
+        here), then initialise the student."""
+        self._require_teacher()
+        super().init_weights()
+
+    def _require_teacher(self) -> None:
+        if self._softmax_checkpoint is None:
+            raise ValueError(NO_TEACHER)
 
     def build_teacher(self, cfg: dict) -> nn.Module:
         """The frozen softmax teacher, built from its config (a classifier
@@ -220,6 +244,7 @@ class AttentionDistiller(BaseModel):
             dict[str, Tensor]: ``loss_task`` (and the student's other
             entries), ``loss_distill`` and the losses' log entries.
         """
+        self._require_teacher()
         record = dict(blocks=self.blocks, records=self.records)
         with (
             torch.no_grad(),

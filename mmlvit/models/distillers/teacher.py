@@ -11,6 +11,12 @@ from mmlvit.checkpoint import CheckpointError, first_few, shape_text
 from mmlvit.transfer import SoftmaxCheckpoint
 
 _BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')
+NO_TEACHER = (
+    "AttentionDistiller needs the frozen softmax teacher's weights to "
+    'train, but model.teacher_checkpoint is not set: pass --cfg-options '
+    'model.teacher_checkpoint=PATH (an mmpretrain, timm, DeiT, MAE, DINO, '
+    'MoCo v3 or iBOT checkpoint). Testing and inference need no teacher.'
+)
 
 
 def load_teacher_weights(
@@ -40,12 +46,7 @@ def load_teacher_weights(
         ValueError: No checkpoint is given.
     """
     if not checkpoint:
-        raise ValueError(
-            "AttentionDistiller needs the frozen softmax teacher's weights, "
-            'but model.teacher_checkpoint is not set: pass --cfg-options '
-            'model.teacher_checkpoint=PATH (an mmpretrain, timm, DeiT, MAE, '
-            'DINO, MoCo v3 or iBOT checkpoint).'
-        )
+        raise ValueError(NO_TEACHER)
     if not isinstance(checkpoint, SoftmaxCheckpoint):
         checkpoint = SoftmaxCheckpoint(checkpoint)
     state, name = checkpoint.state_dict, checkpoint.path
