@@ -58,6 +58,32 @@ def source_copy(dest):
     return Path(dest)
 
 
+def mim_env(site, python):
+    """The environment of a ``mim`` run against the install in ``site``
+    (first on PYTHONPATH), with ``python``'s folder first on PATH."""
+    return dict(
+        os.environ,
+        PYTHONPATH=str(site),
+        PATH=os.path.dirname(python) + os.pathsep + os.environ['PATH'],
+        OMP_NUM_THREADS='1',
+    )
+
+
+def one_batch_options(data_root):
+    """``--cfg-options`` for two epochs of one 32-image batch of the
+    Fashion-MNIST at ``data_root`` (validation and test on 32 images)."""
+    return [
+        f'{split}_dataloader.dataset.data_root={data_root}'
+        for split in ('train', 'val', 'test')
+    ] + [
+        'train_dataloader.dataset.indices=32',
+        'train_dataloader.batch_size=32',
+        'val_dataloader.dataset.indices=32',
+        'test_dataloader.dataset.indices=32',
+        'train_cfg.max_epochs=2',
+    ]
+
+
 def run(cmd, cwd, env=None, timeout=600):
     """Run ``cmd`` in ``cwd`` (text output captured); returns the
     CompletedProcess whatever its exit status."""

@@ -4,11 +4,16 @@ run from another folder; and the link script's refusals."""
 
 import importlib.util
 import json
-import os
 import os.path as osp
 
 import pytest
-from tool_runs import REPO_ROOT, run_log, source_copy
+from tool_runs import (
+    REPO_ROOT,
+    mim_env,
+    one_batch_options,
+    run_log,
+    source_copy,
+)
 
 CONFIG = 'vit-tiny-p4_gla_copy-distill_fashion-mnist-5k.py'
 
@@ -38,22 +43,8 @@ def test_mim_in_editable_install(tmp_path, python, fashion_mnist_root):
     record = next(site.glob('mmlvit-*.dist-info')) / 'RECORD'
     assert 'mmlvit,,' in record.read_text().splitlines()
 
-    env = dict(
-        os.environ,
-        PYTHONPATH=str(site),
-        PATH=osp.dirname(python) + os.pathsep + os.environ['PATH'],
-        OMP_NUM_THREADS='1',
-    )
-    options = [
-        f'{split}_dataloader.dataset.data_root={fashion_mnist_root}'
-        for split in ('train', 'val', 'test')
-    ] + [
-        'train_dataloader.dataset.indices=32',
-        'train_dataloader.batch_size=32',
-        'val_dataloader.dataset.indices=32',
-        'test_dataloader.dataset.indices=32',
-        'train_cfg.max_epochs=2',
-    ]
+    env = mim_env(site, python)
+    options = one_batch_options(fashion_mnist_root)
     elsewhere = tmp_path / 'elsewhere'
     elsewhere.mkdir()
     work = tmp_path / 'work'

@@ -8,7 +8,15 @@ import os.path as osp
 
 import pytest
 import torch
-from tool_runs import launch, resume_in_copy, run, run_log, source_copy
+from tool_runs import (
+    launch,
+    mim_env,
+    one_batch_options,
+    resume_in_copy,
+    run,
+    run_log,
+    source_copy,
+)
 
 from mmlvit.checkpoint import load_checkpoint_file
 
@@ -207,21 +215,9 @@ def test_mim_train_non_editable_install(
         repo_root,
     )
     assert (site / 'mmlvit' / '.mim' / 'tools' / 'train.py').is_file()
-    env = dict(
-        os.environ,
-        PYTHONPATH=str(site),
-        PATH=osp.dirname(python) + os.pathsep + os.environ['PATH'],
-    )
+    env = mim_env(site, python)
     # Two iterations of one batch, data from the checkout.
-    options = [
-        f'{split}_dataloader.dataset.data_root={fashion_mnist_root}'
-        for split in ('train', 'val', 'test')
-    ] + [
-        'train_dataloader.dataset.indices=32',
-        'train_dataloader.batch_size=32',
-        'val_dataloader.dataset.indices=32',
-        'train_cfg.max_epochs=2',
-    ]
+    options = one_batch_options(fashion_mnist_root)
 
     def mim_train(config, work_dir):
         return run_log(
