@@ -311,7 +311,9 @@ def test_one_schedule_per_report():
     results = [_result('relu', 'fullcopy-attn', 80.0, 0)]
     longer = Run('fashion-mnist-5k', 'relu', 'random', False, 0.0, 40, 0)
     results.append(RunResult(longer, 70.0, 1.0, 'cpu'))
-    with pytest.raises(SystemExit, match=r'one epochs; the CSV holds'):
+    with pytest.raises(
+        SystemExit, match=r'at one schedule; the CSV holds epochs \[10, 40\]'
+    ):
         component_report.tables(results)
 
 

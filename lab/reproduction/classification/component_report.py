@@ -87,14 +87,15 @@ def tables(results) -> dict:
             report compares settings at one).
     """
     table = [s for s in summarise(results) if s.setting != SOFTMAX]
-    for axis in ('epochs', 'lam'):
+    for axis, label in (('epochs', 'schedule'), ('lam', 'lambda')):
         values = {
             getattr(s, axis) for s in table if axis == 'epochs' or s.distill
         }
         if len(values) > 1:
             raise SystemExit(
-                f'The component report compares settings at one {axis}; the '
-                f'CSV holds {sorted(values)}. Report each in its own CSV.'
+                f'The component report compares settings at one {label}; '
+                f'the CSV holds {axis} {sorted(values)}. Keep each in its '
+                'own CSV (--out).'
             )
     order = list(dict.fromkeys(r.run.setting for r in results))
     grouped = defaultdict(list)
