@@ -287,7 +287,9 @@ def test_report_writes_markdown_and_plot_only_for_a_component_grid(
     assert not (tmp_path / 'm.md').exists()
 
 
-def test_component_grid_end_to_end(repo_root, python, tmp_path):
+def test_component_grid_end_to_end(
+    repo_root, python, tmp_path, fashion_mnist_root
+):
     """Two settings of the grid, ReLU, one epoch on 64 images, through the
     real engine from the shipped teacher: rows with the components the
     init hook copied, its copy table in the log, the report and plot; a
