@@ -1,5 +1,6 @@
 """What every grid's run config shares: the repository's paths, the shipped
-teacher, the settings a grid names, the short schedule and the single test
+teacher, the settings a grid names (a setting's short name or a component
+spec, ``mmlvit.transfer.specs``), the short schedule and the single test
 at the end of training.
 
 Tasks build their run configs from the repository's configs (relative data
@@ -9,7 +10,7 @@ and checkpoint paths: the tools run from :data:`ROOT`).
 import os.path as osp
 
 import mmlvit  # noqa: F401  (registers the modules)
-from mmlvit.transfer import SETTINGS
+from mmlvit.transfer import SETTINGS, TransferError, is_preset, spec_policy
 from mmlvit.transfer.shipped import SHIPPED_ROOTS
 
 
@@ -51,13 +52,33 @@ def split_setting(entry: str, distill: str = 'off') -> tuple:
 
 def setting_title(entry: str) -> str:
     """The tables' name of a ``--settings`` entry: the setting's
-    ``mmlvit.transfer`` name, `` + distill`` for ``NAME+distill``
-    (``'MLPCopy + distill'``); ``'softmax'`` for the reference."""
+    ``mmlvit.transfer`` name, a component spec's terms spaced out,
+    `` + distill`` for ``NAME+distill`` (``'MLPCopy + distill'``,
+    ``'FullCopy - attn'``); ``'softmax'`` for the reference.
+
+    Raises:
+        KeyError: ``entry`` names no setting.
+    """
     setting, modes = split_setting(entry)
     if setting == SOFTMAX:
         return SOFTMAX
-    name = grid_settings()[setting].name
+    base = setting if is_preset(setting) else _spec_base(setting)
+    name = grid_settings()[base].name + _spaced(setting[len(base) :])
     return name + ' + distill' if modes == (True,) else name
+
+
+def _spec_base(spec: str) -> str:
+    """The short name of a component spec's base setting (KeyError for an
+    invalid spec)."""
+    try:
+        return spec_policy(spec).setting.short_name
+    except TransferError as err:
+        raise KeyError(spec) from err
+
+
+def _spaced(terms: str) -> str:
+    """``'+norms-final_norm'`` -> ``' + norms - final_norm'``."""
+    return terms.replace('+', ' + ').replace('-', ' - ')
 
 
 def schedule(epochs: int) -> list:

@@ -5,6 +5,13 @@ resume a grid and to report on it. Files are written by :mod:`csv` with its
 default dialect; the first columns of a row are its run's key (the run's
 fields, in order), the others its results. A task's records name their
 columns; the committed ``results/*.csv`` fix them.
+
+A result column added later is optional (``metadata['optional']``): a
+row of a CSV without it reads as None there, and a record holding None
+writes no such cell. A new file's header leaves out the optional columns
+its first row lacks (a CSV rewritten from old records keeps its bytes);
+appending a row with a column the file's header lacks first rewrites the
+file under the wider header, the older rows empty in that column.
 """
 
 import csv
@@ -22,16 +29,44 @@ def read_rows(path: str) -> list:
         return list(csv.DictReader(f))
 
 
-def append_row(path: str, row: dict, columns: tuple) -> None:
+def _header(path: str):
+    """The column names of the CSV at ``path`` (None if there is no
+    file)."""
+    if not osp.isfile(path):
+        return None
+    with open(path, newline='') as f:
+        return next(csv.reader(f), [])
+
+
+def append_row(path: str, row: dict, columns: tuple, optional=()) -> None:
     """Append one row (column -> string) to the CSV with ``columns``,
-    writing the header to a new file."""
-    new = not osp.isfile(path)
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    writing the header to a new file; ``optional`` columns are in a new
+    file's header only if ``row`` has them. A file whose header lacks a
+    column of ``row`` is first rewritten with it (empty in older rows)."""
+    header = _header(path)
+    if header is None:
+        header = [c for c in columns if c in row or c not in optional]
+        _write(path, header, [])
+    missing = [c for c in row if c not in header]
+    if missing:
+        wider = [c for c in columns if c in header or c in row]
+        wider += [c for c in header if c not in wider]
+        _write(path, wider, read_rows(path))
+        header = wider
     with open(path, 'a', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
+        csv.DictWriter(f, fieldnames=header).writerow(row)
+
+
+def _write(path: str, header: list, rows: list) -> None:
+    """Replace the CSV at ``path`` by ``header`` and ``rows`` (missing
+    cells empty), atomically."""
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    partial = path + '.partial'
+    with open(partial, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(partial, path)
 
 
 def read_results(path: str, result_type: type) -> list:
@@ -42,7 +77,8 @@ def read_results(path: str, result_type: type) -> list:
 
 def append_result(path: str, result) -> None:
     """Append ``result.row()`` to the CSV with its type's ``columns()``."""
-    append_row(path, result.row(), type(result).columns())
+    kind = type(result)
+    append_row(path, result.row(), kind.columns(), kind.optional_columns())
 
 
 def _parse(kind, text):
@@ -125,11 +161,21 @@ class GridResult:
             *(c for group in names[1:] for c in group),
         )
 
+    @classmethod
+    def optional_columns(cls) -> tuple:
+        """The columns of the fields marked ``metadata['optional']``."""
+        return tuple(
+            f.name for f in cls._result_fields() if f.metadata.get('optional')
+        )
+
     def row(self) -> dict:
-        """The CSV row: column -> string."""
+        """The CSV row: column -> string (no cell for an optional field
+        that is None)."""
         row = self.run.key_row()
         for f in self._result_fields():
             value, spec = getattr(self, f.name), f.metadata.get('format', '')
+            if value is None and f.metadata.get('optional'):
+                continue
             texts = value if isinstance(value, dict) else {f.name: value}
             row.update((c, format(v, spec)) for c, v in texts.items())
         return row
@@ -142,6 +188,8 @@ class GridResult:
             if f.type is dict:
                 columns = [c for c in f.metadata['columns'] if row.get(c)]
                 values[f.name] = {c: float(row[c]) for c in columns}
+            elif f.metadata.get('optional') and not row.get(f.name):
+                values[f.name] = None
             else:
                 values[f.name] = _parse(f.type, row[f.name])
         return cls(cls.RUN.from_row(row), **values)

@@ -25,11 +25,13 @@ from .settings import (
     setting_names,
 )
 from .source import SoftmaxCheckpoint, softmax_checkpoint_of
+from .specs import GROUPS, components_text, is_preset, spec_policy
 
 __all__ = [
     'COMPONENTS',
     'COPY_RULES',
     'FORMATS',
+    'GROUPS',
     'SETTINGS',
     'CopyReport',
     'CopyRule',
@@ -42,10 +44,12 @@ __all__ = [
     'apply_init',
     'choose_source',
     'component_of',
+    'components_text',
     'get_setting',
     'impulse_init_',
     'infer_vit_arch',
     'initialise',
+    'is_preset',
     'load_softmax_checkpoint',
     'mimetic_init_',
     'plan_init',
@@ -55,4 +59,5 @@ __all__ = [
     'resolve_policy',
     'setting_names',
     'softmax_checkpoint_of',
+    'spec_policy',
 ]

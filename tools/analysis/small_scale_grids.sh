@@ -4,7 +4,8 @@
 # main grid. Every command resumes, so re-running this script skips the runs
 # already in the CSVs. Uses the shipped teacher in checkpoints/ (trained
 # first if it is missing). About 4 hours of a 2-core CPU with JOBS=2 (the
-# seed-0 passes, steps 1-4, about 1 h 45 min).
+# seed-0 passes, steps 1-4, about 1 h 45 min), then about 3 hours for the
+# component grid (step 6).
 #
 #   bash tools/analysis/small_scale_grids.sh
 set -euo pipefail
@@ -30,3 +31,13 @@ $RUN --operators relu --distill off \
 # 5. Seeds 1 and 2 of the main grid.
 $RUN --operators relu elu inline gla --settings $ALL --distill both \
     --seeds 0 1 2 --out results/fashion_mnist.csv
+# 6. Which copied weights carry the transfer: the leave-one-out component
+#    settings without distillation, FullCopy - attention and FullCopy with
+#    it; ReLU and GLA, 3 seeds; Fashion-MNIST-5k, then MNIST-5k (54 runs
+#    each). Report: reproduce.py --report --out results/components.csv.
+COMPONENTS='random mlpcopy mlpcopy+norms mlpcopy+embeddings fullcopy-attn
+    fullcopy-mlp fullcopy fullcopy-attn+distill fullcopy+distill'
+for target in fashion-mnist-5k mnist-5k; do
+    $RUN --targets $target --operators relu gla --settings $COMPONENTS \
+        --distill off --seeds 0 1 2 --out results/components.csv
+done

@@ -40,12 +40,29 @@ teacher's test accuracy recorded in its checkpoint.
 
 A setting named ``NAME+distill`` is that setting with distillation only,
 whatever ``--distill`` says (e.g. ``--settings random mlpcopy+distill``).
+
+A setting may also be a component spec (``mmlvit.transfer.specs``): a
+setting's short name with ``+TERM`` / ``-TERM`` terms, a term a component
+or a group (``embeddings``, ``attn``, ``norms``: every LayerNorm), e.g.
+``mlpcopy+norms``, ``fullcopy-attn``, ``fullcopy-attn+distill``. Every row
+records the components its run copied (column ``components``). A CSV
+holding specs is reported as a component grid
+(:mod:`.component_report`): per target and operator each setting's gain
+over Random and share of FullCopy's, the verdicts on the paper's two
+component claims, a Markdown file and a plot next to the CSV::
+
+    # the leave-one-out grid (docs/reproduction.md)
+    python tools/analysis/reproduce.py --operators relu gla --distill off \
+        --settings random mlpcopy mlpcopy+norms mlpcopy+embeddings \
+        fullcopy-attn fullcopy-mlp fullcopy fullcopy-attn+distill \
+        fullcopy+distill --seeds 0 1 2 --out results/components.csv
 """
 
 import argparse
 import os.path as osp
 
 from mmlvit.models.losses import PAPER_DISTILL_WEIGHT
+from mmlvit.transfer import TransferError, spec_policy
 
 from ..cli import (
     add_grid_options,
@@ -59,10 +76,11 @@ from ..configs import (
     DISTILL_SUFFIX,
     SOFTMAX,
     grid_settings,
+    split_setting,
 )
 from ..records import read_results
 from ..summary import teacher_line
-from . import runner
+from . import component_report, runner
 from .configs import TARGETS, linear_operators
 from .plots import plot_results
 from .records import RunResult
@@ -74,6 +92,32 @@ def setting_choices():
     ``NAME+distill`` for every setting."""
     names = list(grid_settings())
     return [*names, SOFTMAX, *(s + DISTILL_SUFFIX for s in names)]
+
+
+def setting_entry(entry: str) -> str:
+    """A ``--settings`` entry, checked: ``softmax``, a setting's short name
+    or a component spec, optionally with ``+distill`` last.
+
+    Raises:
+        argparse.ArgumentTypeError: It names none (the message says why and
+            what to choose from).
+    """
+    setting, _ = split_setting(entry)
+    if setting == SOFTMAX:
+        if entry != SOFTMAX:
+            raise argparse.ArgumentTypeError(
+                f'{entry!r}: the softmax reference is never distilled; '
+                'write softmax.'
+            )
+        return entry
+    try:
+        spec_policy(setting)
+    except TransferError as err:
+        hint = ''
+        if DISTILL_SUFFIX in setting:
+            hint = f' ({DISTILL_SUFFIX} goes at the end.)'
+        raise argparse.ArgumentTypeError(f'{err}{hint}') from err
+    return entry
 
 
 def add_subset_options(parser) -> None:
@@ -108,8 +152,11 @@ def parse_args(argv=None):
         '--settings',
         nargs='+',
         default=['random', 'mlpcopy'],
-        choices=setting_choices(),
-        help="settings; 'NAME+distill' runs NAME with distillation only",
+        type=setting_entry,
+        metavar='SETTING',
+        help=f'settings: {", ".join(setting_choices())}, or a component '
+        "spec such as mlpcopy+norms or fullcopy-attn; 'NAME+distill' runs "
+        'NAME with distillation only',
     )
     parser.add_argument(
         '--distill', choices=['off', 'on', 'both'], default='both'
@@ -155,8 +202,11 @@ def main(argv=None):
     figure = osp.splitext(args.out)[0] + '.png'
     if args.report:
         results = results_to_report(args.out, RunResult)
-        print_markdown(results)
-        plot_results(results, figure)
+        if component_report.is_component_grid(results):
+            report_components(results, args.out)
+        else:
+            print_markdown(results)
+            plot_results(results, figure)
         return results
     set_threads(args)
     teacher = runner.ensure_teacher(
@@ -183,6 +233,21 @@ def main(argv=None):
     results = read_results(args.out, RunResult)
     print_table(results)
     print(teacher_line(teacher))
+    if component_report.is_component_grid(results):
+        report_components(results, args.out)
+        return results
     plot_results(results, figure)
     print(f'Results: {args.out}, plot: {figure}')
     return results
+
+
+def report_components(results, out: str) -> None:
+    """Print the component grid's report and write it (Markdown) and its
+    plot next to the CSV ``out``."""
+    stem = osp.splitext(out)[0]
+    text = component_report.markdown(results, osp.basename(out))
+    with open(stem + '.md', 'w') as f:
+        f.write(text)
+    component_report.plot(results, stem + '.png')
+    print(text)
+    print(f'Results: {out}, report: {stem}.md, plot: {stem}.png')

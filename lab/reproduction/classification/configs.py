@@ -11,6 +11,7 @@ import os.path as osp
 from mmengine.config import Config
 
 from mmlvit.models.attentions import registered_operators
+from mmlvit.transfer import spec_policy
 
 from ..configs import ROOT, SOFTMAX, evaluate_once_at_end, grid_settings
 
@@ -70,12 +71,24 @@ def operator_cfg(short_name: str) -> dict:
 
 def init_setting(setting: str):
     """The ``SoftmaxToLinearInitHook`` setting of a run's setting (short
-    name or ``'softmax'``), or None when it initialises nothing (Random:
-    the run gets no init hook)."""
+    name, component spec or ``'softmax'``; a spec's base setting), or None
+    when it initialises nothing (Random: the run gets no init hook)."""
     if setting == SOFTMAX:
         return SOFTMAX_INIT
-    s = grid_settings()[setting]
-    return s.name if s.components or s.analytical else None
+    policy = spec_policy(setting)
+    if policy.components or policy.analytical:
+        return policy.setting.name
+    return None
+
+
+def init_components(setting: str):
+    """The hook's explicit ``components`` for a component spec (list of
+    ``mmlvit.transfer.COMPONENTS``); None for a setting's short name or
+    ``'softmax'`` (the hook copies the setting's own list, so the configs
+    of the named settings are as before)."""
+    if setting == SOFTMAX or setting in grid_settings():
+        return None
+    return list(spec_policy(setting).components)
 
 
 def run_config(run, teacher: str, work_dir: str) -> Config:
@@ -118,13 +131,13 @@ def run_config(run, teacher: str, work_dir: str) -> Config:
     ]
     setting = init_setting(run.setting)
     if setting is not None:
-        hooks.append(
-            dict(
-                type='SoftmaxToLinearInitHook',
-                checkpoint=teacher,
-                setting=setting,
-            )
+        hook = dict(
+            type='SoftmaxToLinearInitHook', checkpoint=teacher, setting=setting
         )
+        components = init_components(run.setting)
+        if components is not None:
+            hook['components'] = components
+        hooks.append(hook)
     cfg.custom_hooks = hooks
     evaluate_once_at_end(cfg, run.epochs, run.seed, work_dir, 20)
     return cfg

@@ -3,9 +3,11 @@ rows (kept by :mod:`lab.reproduction.records`).
 
 The columns are fixed (the committed ``results/*.csv`` use them):
 ``dataset, operator, setting, distill, lambda, epochs, seed`` (the run's
-key), then ``top1, wall_s, device``. ``distill`` is 0 or 1, ``lambda`` is
-Python's ``str`` of a float for a distilled run and ``0`` otherwise, ``top1``
-has two decimals and ``wall_s`` one.
+key), then ``top1, wall_s, device`` and ``components``. ``distill`` is 0 or
+1, ``lambda`` is Python's ``str`` of a float for a distilled run and ``0``
+otherwise, ``top1`` has two decimals and ``wall_s`` one. ``components``
+(the components the run's init hook copied, space-separated, ``none`` for
+none) came later: a CSV without it still reads (None there) and resumes.
 """
 
 from dataclasses import dataclass, field
@@ -61,13 +63,16 @@ class Run(GridRun, Configuration):
 @dataclass(frozen=True)
 class RunResult(GridResult):
     """A finished run: top-1 (%) on the target's test split, training plus
-    test wall time (s) and the device (``'cpu'`` or ``'cuda'``)."""
+    test wall time (s), the device (``'cpu'`` or ``'cuda'``) and the
+    components copied into the student (``mmlvit.transfer.components_text``;
+    None where the CSV predates the column)."""
 
     RUN = Run
     run: Run
     top1: float = field(metadata={'format': '.2f'})
     wall_s: float = field(metadata={'format': '.1f'})
     device: str
+    components: str = field(default=None, metadata={'optional': True})
 
     def progress(self) -> str:
         """The grid's progress line about this result."""

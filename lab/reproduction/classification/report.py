@@ -44,13 +44,16 @@ def sweep_axis(table):
 
 
 def print_table(results) -> None:
+    table = summarise(results)
+    # The setting column fits the longest name (component specs are long).
+    w = max([9, *(len(s.setting) for s in table)])
     print(
-        f'{"dataset":18} {"operator":9} {"setting":9} {"distill":7} '
+        f'{"dataset":18} {"operator":9} {"setting":{w}} {"distill":7} '
         f'{"lambda":>6} {"epochs":>6} {"top1 mean":>9} {"std":>5} {"n":>2}'
     )
-    for s in summarise(results):
+    for s in table:
         print(
-            f'{s.dataset:18} {s.operator:9} {s.setting:9} '
+            f'{s.dataset:18} {s.operator:9} {s.setting:{w}} '
             f'{"yes" if s.distill else "no":7} {s.lam:6g} {s.epochs:6d} '
             f'{s.mean:9.2f} {s.std:5.2f} {s.n:2d}'
         )

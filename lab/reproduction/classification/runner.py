@@ -7,6 +7,8 @@ import time
 
 import torch
 
+from mmlvit.transfer import components_text
+
 from ..configs import ROOT, SOFTMAX, split_setting
 from ..runner import MissingTeacherError, device, train_then_test
 from .configs import TEACHER_CONFIG, limit_data, run_config, teacher_config
@@ -52,9 +54,21 @@ def train_and_test(run, teacher, work_root, train_indices, test_indices):
     """Build, train and test one run on the target's test split."""
     cfg = run_config(run, teacher, osp.join(work_root, run.name))
     limit_data(cfg, train_indices, test_indices)
-    _, metrics, train_s, test_s = train_then_test(cfg)
+    trained, metrics, train_s, test_s = train_then_test(cfg)
     top1 = float(metrics['accuracy/top1'])
-    return RunResult(run, top1, train_s + test_s, device())
+    copied = components_text(copied_components(trained))
+    return RunResult(run, top1, train_s + test_s, device(), copied)
+
+
+def copied_components(trained) -> tuple:
+    """The components the init hook of a trained Runner copied (its
+    policy's list; none without a hook)."""
+    from mmlvit.engine.hooks import SoftmaxToLinearInitHook
+
+    hooks = [
+        h for h in trained.hooks if isinstance(h, SoftmaxToLinearInitHook)
+    ]
+    return hooks[0].policy.components if hooks else ()
 
 
 def ensure_teacher(
