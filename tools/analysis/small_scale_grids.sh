@@ -34,10 +34,12 @@ $RUN --operators relu elu inline gla --settings $ALL --distill both \
 # 6. Which copied weights carry the transfer: the leave-one-out component
 #    settings without distillation, FullCopy - attention and FullCopy with
 #    it; ReLU and GLA, 3 seeds; Fashion-MNIST-5k, then MNIST-5k (54 runs
-#    each). Report: reproduce.py --report --out results/components.csv.
+#    each; the runs steps 1-5 made already are copied, not trained again).
+#    Report: reproduce.py --report --out results/components.csv.
 COMPONENTS='random mlpcopy mlpcopy+norms mlpcopy+embeddings fullcopy-attn
     fullcopy-mlp fullcopy fullcopy-attn+distill fullcopy+distill'
 for target in fashion-mnist-5k mnist-5k; do
     $RUN --targets $target --operators relu gla --settings $COMPONENTS \
-        --distill off --seeds 0 1 2 --out results/components.csv
+        --distill off --seeds 0 1 2 --out results/components.csv \
+        --reuse results/fashion_mnist.csv results/mnist5k.csv
 done

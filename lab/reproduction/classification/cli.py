@@ -185,6 +185,16 @@ def parse_args(argv=None):
     )
     add_subset_options(parser)
     parser.add_argument(
+        '--reuse',
+        nargs='+',
+        default=[],
+        metavar='CSV',
+        help="copy the results of this grid's runs that these CSVs hold "
+        '(same target, operator, setting, distillation, lambda, epochs and '
+        'seed; full data, shipped teacher) into --out instead of training '
+        'them again',
+    )
+    parser.add_argument(
         '--teacher-only',
         action='store_true',
         help='train the teacher if --teacher does not exist (implies '
@@ -198,6 +208,8 @@ def main(argv=None):
     """Run the grid (or only report on ``--out``); return the results in
     the CSV (a list of ``RunResult``)."""
     args = parse_args(argv)
+    runner.check_reusable(args)
+    args.reuse = [osp.abspath(path) for path in args.reuse]
     enter_repository(args, 'out', 'work_root', 'teacher')
     figure = osp.splitext(args.out)[0] + '.png'
     if args.report:
@@ -228,6 +240,9 @@ def main(argv=None):
         args.seeds,
         args.targets,
     )
+    if args.reuse:
+        copied = runner.reuse_results(args.reuse, runs, args.out)
+        print(f'{copied} results copied from {", ".join(args.reuse)}.')
     context = (teacher, args.work_root, args.train_indices, args.test_indices)
     run_missing(args, runs, RunResult, runner.train_and_test, context)
     results = read_results(args.out, RunResult)

@@ -1,17 +1,25 @@
 """The classification grid: its runs, the teacher (trained once if
 missing), and one run trained and tested."""
 
+import dataclasses
 import os
 import os.path as osp
 import time
 
 import torch
 
-from mmlvit.transfer import components_text
+from mmlvit.transfer import components_text, spec_policy
 
-from ..configs import ROOT, SOFTMAX, split_setting
+from ..configs import DEFAULT_TEACHER, ROOT, SOFTMAX, split_setting
+from ..records import append_result, read_results
 from ..runner import MissingTeacherError, device, train_then_test
-from .configs import TEACHER_CONFIG, limit_data, run_config, teacher_config
+from .configs import (
+    SOFTMAX_INIT,
+    TEACHER_CONFIG,
+    limit_data,
+    run_config,
+    teacher_config,
+)
 from .records import Run, RunResult
 
 
@@ -48,6 +56,59 @@ def grid(operators, settings, distill, lambdas, epochs, seeds, targets):
                                 for n in epochs
                             )
     return runs
+
+
+def reuse_results(sources, runs, out) -> int:
+    """Copy into the CSV ``out`` the results of ``runs`` that the CSVs
+    ``sources`` hold (the same key: target, operator, setting, distillation,
+    lambda, epochs, seed) and ``out`` does not, with the components their
+    setting copies; return how many. The caller makes sure the sources
+    were trained as this grid trains (full data, the shipped teacher).
+    """
+    done = {r.run.key() for r in read_results(out, RunResult)}
+    wanted = {run.key() for run in runs} - done
+    copied = 0
+    for source in sources:
+        for result in read_results(source, RunResult):
+            key = result.run.key()
+            if key not in wanted:
+                continue
+            if not result.components:  # a CSV older than the column
+                result = dataclasses.replace(
+                    result, components=_components(result.run.setting)
+                )
+            append_result(out, result)
+            wanted.discard(key)
+            copied += 1
+    return copied
+
+
+def _components(setting: str) -> str:
+    """The components a setting copies, as the CSV writes them."""
+    spec = SOFTMAX_INIT.lower() if setting == SOFTMAX else setting
+    return components_text(spec_policy(spec).components)
+
+
+def check_reusable(args) -> None:
+    """``--reuse`` takes results trained as this grid trains: refused with
+    a subset of the data or another teacher.
+
+    Raises:
+        SystemExit: It is combined with ``--train-indices``,
+            ``--test-indices`` or another ``--teacher``.
+    """
+    if not args.reuse:
+        return
+    if args.train_indices or args.test_indices:
+        raise SystemExit(
+            '--reuse copies results on the full data: drop '
+            '--train-indices/--test-indices or --reuse.'
+        )
+    if osp.abspath(args.teacher) != osp.abspath(DEFAULT_TEACHER):
+        raise SystemExit(
+            '--reuse copies results of the shipped teacher: '
+            'drop --teacher or --reuse.'
+        )
 
 
 def train_and_test(run, teacher, work_root, train_indices, test_indices):
