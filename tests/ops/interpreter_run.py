@@ -72,6 +72,14 @@ def report_fixture(script, timeout, entry=None):
     return fixture
 
 
+def assert_within(case, bound):
+    """A case's output and every gradient within relative error ``bound``
+    of the reference."""
+    assert case['out'] < bound, case
+    for name, error in case['grads'].items():
+        assert error < bound, (name, case)
+
+
 def assert_close(report, rtol):
     """A report's output and every gradient within ``rtol`` of the
     reference's largest magnitude."""

@@ -46,10 +46,8 @@ def test_kernels_match_float64_reference(interpreter_report):
         bound = BOUNDS[case['dtype']]
         assert case['finite'], case
         assert case['dtypes'] == [case['dtype']] * 3 + ['float32'], case
-        assert case['out'] < bound, case
         assert set(case['grads']) == {'o', 'gate', 'weight'}
-        for name, error in case['grads'].items():
-            assert error < bound, (name, case)
+        interpreter_run.assert_within(case, bound)
         assert case['kept_besides_inputs'] == [], case
 
 
