@@ -9,10 +9,7 @@ import argparse
 
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.datasets import check_data_roots
-from mmlvit.engine.config_checks import (
-    check_config,
-    check_override_keys,
-)
+from mmlvit.engine.config_checks import check_config, merge_cfg_options
 from mmlvit.engine.optimizers.mixed_precision import amp_summary
 from mmlvit.engine.runners.dist import (
     explain_collective_timeout,
@@ -20,10 +17,7 @@ from mmlvit.engine.runners.dist import (
 )
 from mmlvit.engine.runners.fsdp import check_sharded_checkpoint
 from mmlvit.engine.runners.runner import build_runner
-from mmlvit.utils.cli import (
-    parse_launched_args,
-    set_launcher_and_work_dir,
-)
+from mmlvit.utils.cli import parse_launched_args, set_launcher_and_work_dir
 from mmlvit.utils.logs import read_config
 
 
@@ -48,9 +42,7 @@ def merge_args(cfg, args):
     cfg.load_from = args.checkpoint
     if args.amp:
         cfg.test_cfg.fp16 = True
-    if args.cfg_options is not None:
-        check_override_keys(cfg, args.cfg_options)
-        cfg.merge_from_dict(args.cfg_options)
+    merge_cfg_options(cfg, args.cfg_options)
     loader = cfg.test_dataloader
     loader.setdefault('persistent_workers', True)
     if loader.get('num_workers', 0) == 0:

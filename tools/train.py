@@ -14,20 +14,14 @@ import torch
 import mmlvit  # noqa: F401  (registers the modules, safe loading)
 from mmlvit.checkpoint.work_dir_lock import acquire_work_dir, is_rank_zero
 from mmlvit.datasets import check_data_roots
-from mmlvit.engine.config_checks import (
-    check_config,
-    check_override_keys,
-)
+from mmlvit.engine.config_checks import check_config, merge_cfg_options
 from mmlvit.engine.optimizers.mixed_precision import amp_summary, amp_type
 from mmlvit.engine.runners.dist import (
     explain_collective_timeout,
     init_cpu_distributed,
 )
 from mmlvit.engine.runners.runner import build_runner
-from mmlvit.utils.cli import (
-    parse_launched_args,
-    set_launcher_and_work_dir,
-)
+from mmlvit.utils.cli import parse_launched_args, set_launcher_and_work_dir
 from mmlvit.utils.logs import read_config
 
 DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
@@ -114,9 +108,7 @@ def merge_args(cfg, args):
         cfg.resume, cfg.load_from = True, args.resume
     if args.auto_scale_lr:
         cfg.auto_scale_lr.enable = True
-    if args.cfg_options is not None:
-        check_override_keys(cfg, args.cfg_options)
-        cfg.merge_from_dict(args.cfg_options)
+    merge_cfg_options(cfg, args.cfg_options)
     set_dataloader_defaults(cfg, args)
     return cfg
 

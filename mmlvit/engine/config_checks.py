@@ -182,3 +182,17 @@ def check_override_keys(cfg, options):
             )
     if problems:
         raise ValueError('\n'.join(problems))
+
+
+def merge_cfg_options(cfg, options):
+    """Merge ``--cfg-options`` into ``cfg`` once :func:`check_override_keys`
+    finds no misspelt key in them.
+
+    Args:
+        cfg (Config): The config, changed in place.
+        options (dict | None): ``--cfg-options`` as ``{dotted key: value}``;
+            None merges nothing.
+    """
+    if options is not None:
+        check_override_keys(cfg, options)
+        cfg.merge_from_dict(options)

@@ -21,8 +21,11 @@ import torch
 import torch.nn.functional as F
 from fused_linear_interpreter import (
     DTYPES,
+    backward_from_random,
+    dtype_name,
     keeping_besides,
     module_against_reference,
+    output_figures,
     relative,
 )
 
@@ -46,8 +49,7 @@ def check(dtype, grid, C=96, ks=5, B=2, bias=True, seed=0):
     b = torch.randn(C, generator=g).requires_grad_() if bias else None
     with keeping_besides(tokens, weight) as kept:
         out = depthwise_conv(grid_view(tokens, grid), weight, b, 'triton')
-    grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
-    (out.double() * grad_out).sum().backward()
+    grad_out = backward_from_random(out, g)
 
     leaves = [t.detach().double().requires_grad_() for t in (tokens, weight)]
     b_ref = b.detach().double().requires_grad_() if bias else None
@@ -59,16 +61,12 @@ def check(dtype, grid, C=96, ks=5, B=2, bias=True, seed=0):
     if bias:
         grads['bias'] = relative(b.grad, b_ref.grad)
     return dict(
-        dtype=str(dtype).split('.')[-1],
+        dtype=dtype_name(dtype),
         grid=grid,
         C=C,
         ks=ks,
         bias=bias,
-        out_dtype=str(out.dtype).split('.')[-1],
-        finite=bool(
-            torch.isfinite(out).all() and torch.isfinite(tokens.grad).all()
-        ),
-        out=relative(out, ref),
+        **output_figures(out, ref, tokens),
         grads=grads,
         kept_besides_inputs=kept,
     )

@@ -15,6 +15,7 @@ tensor, as a ``qkv`` projection gives them.
 """
 
 import contextlib
+import functools
 import json
 
 import interpreted  # noqa: F401  (TRITON_INTERPRET=1)
@@ -98,6 +99,31 @@ def relative(x, ref):
     return ((x - ref).norm() / ref.norm()).item()
 
 
+def dtype_name(dtype):
+    """'float32' for torch.float32."""
+    return str(dtype).split('.')[-1]
+
+
+def backward_from_random(out, g=None):
+    """Backpropagate a random float64 upstream gradient (of generator
+    ``g``) through ``out``; returns it, for the reference's backward."""
+    grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    (out.double() * grad_out).sum().backward()
+    return grad_out
+
+
+def output_figures(out, ref, x):
+    """The output's dtype, whether it and the gradient of input ``x`` are
+    finite, and its relative error to the reference ``ref``."""
+    return dict(
+        out_dtype=dtype_name(out.dtype),
+        finite=bool(
+            torch.isfinite(out).all() and torch.isfinite(x.grad).all()
+        ),
+        out=relative(out, ref),
+    )
+
+
 @contextlib.contextmanager
 def keeping_besides(*inputs):
     """Yields the list of shapes of the tensors autograd keeps for
@@ -126,8 +152,7 @@ def module_against_reference(cls, embed_dims, num_heads, grid, B=2):
     x = torch.randn(B, grid[0] * grid[1], embed_dims)
     x_fused, x_ref = x.clone().requires_grad_(), x.double().requires_grad_()
     out, ref = fused(x_fused, grid), reference(x_ref, grid)
-    grad_out = torch.randn(out.shape, dtype=torch.float64)
-    (out.double() * grad_out).sum().backward()
+    grad_out = backward_from_random(out)
     (ref * grad_out).sum().backward()
     grads = dict(x=relative(x_fused.grad, x_ref.grad))
     ref_params = dict(reference.named_parameters())
@@ -155,8 +180,7 @@ def check(
         out = attention(mode, *split_qkv(x), backend='triton', **extra)
     one_launch = bool(ONE_LAUNCH)
     ONE_LAUNCH.clear()
-    grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
-    (out.double() * grad_out).sum().backward()
+    grad_out = backward_from_random(out, g)
     shared = SHARED.pop()
 
     x_ref = x.detach().double().requires_grad_()
@@ -173,14 +197,10 @@ def check(
     return dict(
         mode=mode,
         grid=grid,
-        dtype=str(dtype).split('.')[-1],
+        dtype=dtype_name(dtype),
         N=N,
         d=d,
-        out_dtype=str(out.dtype).split('.')[-1],
-        finite=bool(
-            torch.isfinite(out).all() and torch.isfinite(x.grad).all()
-        ),
-        out=relative(out, ref),
+        **output_figures(out, ref, x),
         one_launch=one_launch,
         qkv_grad_shared=shared,
         grads={n: relative(grads[n], grads_ref[n]) for n in grads},
@@ -189,20 +209,30 @@ def check(
     )
 
 
+def head_cases(check, sizes, dtypes=DTYPES.values()):
+    """``check(dtype, N)`` in each of ``dtypes`` at each of ``sizes``
+    tokens, then in fp32 at ViT-B's head width (``d=64``, one head and one
+    image, the last size) and at one not a power of two (``d=24``, the
+    first size)."""
+    cases = [check(dtype, N) for dtype in dtypes for N in sizes]
+    cases.append(check(torch.float32, sizes[-1], d=64, H=1, B=1))
+    cases.append(check(torch.float32, sizes[0], d=24))
+    return cases
+
+
 def main():
     modes = ['elu', 'relu', 'identity', 'inline']
     cases = []
     for mode in modes:
-        for dtype in DTYPES.values():
-            if mode == 'identity' and dtype == torch.float16:
-                continue  # signed denominators near 0: gradients past fp16
-            # 50 tokens: one partial tile; 197: a 14x14 grid + class token,
-            # four tiles split over four programs per head.
-            for N in (50, 197):
-                cases.append(check(mode, dtype, N))
-        # Head width 64 (ViT-B) and one not a power of two.
-        cases.append(check(mode, torch.float32, 197, d=64, H=1, B=1))
-        cases.append(check(mode, torch.float32, 50, d=24))
+        # Signed denominators near 0 (identity): gradients past fp16.
+        dtypes = [
+            dtype
+            for dtype in DTYPES.values()
+            if mode != 'identity' or dtype != torch.float16
+        ]
+        # 50 tokens: one partial tile; 197: a 14x14 grid + class token,
+        # four tiles split over four programs per head.
+        cases += head_cases(functools.partial(check, mode), (50, 197), dtypes)
     # MHLA: 2 x 2 blocks of a grid that they divide, of odd sides (the
     # last blocks padded), 3 x 3 blocks; fp32 and 16-bit inputs.
     # (20, 18): blocks of 90 tokens, two tiles each, split over programs.

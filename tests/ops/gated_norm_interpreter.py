@@ -17,7 +17,8 @@ import interpreted  # noqa: F401  (TRITON_INTERPRET=1)
 
 import torch
 from fused_linear_interpreter import (
-    DTYPES,
+    dtype_name,
+    head_cases,
     keeping_besides,
     relative,
 )
@@ -52,7 +53,7 @@ def check(dtype, N, H=2, d=16, B=2, seed=0, layout='scan'):
     names = ('o', 'gate', 'weight')
     tensors = (out, o.grad, gate.grad, weight.grad)
     return dict(
-        dtype=str(dtype).split('.')[-1],
+        dtype=dtype_name(dtype),
         N=N,
         d=d,
         layout=layout,
@@ -61,7 +62,7 @@ def check(dtype, N, H=2, d=16, B=2, seed=0, layout='scan'):
             n: relative(t.grad, r.grad)
             for n, t, r in zip(names, (o, gate, weight), refs)
         },
-        dtypes=[str(t.dtype).split('.')[-1] for t in tensors],
+        dtypes=[dtype_name(t.dtype) for t in tensors],
         finite=all(bool(torch.isfinite(t).all()) for t in tensors),
         kept_besides_inputs=kept,
     )
@@ -91,14 +92,9 @@ def module_launches():
 
 def main():
     torch.set_num_threads(1)
-    cases = []
-    for dtype in DTYPES.values():
-        # 50 tokens: one partial tile; 197: a 14 x 14 grid + class token.
-        for N in (50, 197):
-            cases.append(check(dtype, N))
+    # 50 tokens: one partial tile; 197: a 14 x 14 grid + class token; then
     # ViT-B's head width, one that is not a power of two, contiguous heads.
-    cases.append(check(torch.float32, 197, d=64, H=1, B=1))
-    cases.append(check(torch.float32, 50, d=24))
+    cases = head_cases(check, (50, 197))
     cases.append(check(torch.bfloat16, 50, layout='heads'))
     print(json.dumps(dict(cases=cases, module_launches=module_launches())))
 

@@ -72,6 +72,28 @@ def chunk_sums(g_fwd, g_bwd, chunk=triton_backend.CHUNK):
     return sums
 
 
+def largest_errors(out, ref, got, want):
+    """The largest absolute errors of ``out`` and of each gradient against
+    the float64 reference, and the reference's largest magnitudes (what
+    ``interpreter_run.assert_close`` reads).
+
+    Args:
+        out (Tensor): The output; ``ref`` the reference's.
+        got (dict[str, Tensor]): The gradients by name.
+        want (dict[str, Tensor]): The reference's gradients by name, in
+            the report's order.
+    """
+    return dict(
+        out=(out.double() - ref).abs().max().item(),
+        out_scale=ref.abs().max().item(),
+        grads={
+            n: (got[n].double() - g).abs().max().item()
+            for n, g in want.items()
+        },
+        grad_scales={n: g.abs().max().item() for n, g in want.items()},
+    )
+
+
 def compare(tensors, scale=0.4):
     """The triton path against :func:`oracle`, output and gradients, with
     the strides and dtypes that reached the kernels, which chunks the
@@ -123,13 +145,9 @@ def compare(tensors, scale=0.4):
         dtype=str(out.dtype),
         finite=bool(out.isfinite().all())
         and all(bool(g.isfinite().all()) for g in got),
-        out=(out.double() - ref).abs().max().item(),
-        out_scale=ref.abs().max().item(),
-        grads={
-            n: (a.double() - b).abs().max().item()
-            for n, a, b in zip(NAMES, got, want)
-        },
-        grad_scales={n: b.abs().max().item() for n, b in zip(NAMES, want)},
+        **largest_errors(
+            out, ref, dict(zip(NAMES, got)), dict(zip(NAMES, want))
+        ),
         grad_dtypes={n: str(a.dtype) for n, a in zip(NAMES, got)},
         kernel=seen,
     )
@@ -222,13 +240,9 @@ def check_plain_gates(T):
     names = 'q k v logits_fwd logits_bwd'.split()
     return dict(
         finite=bool(out.isfinite().all()),
-        out=(out.double() - ref).abs().max().item(),
-        out_scale=ref.abs().max().item(),
-        grads={
-            n: (a.double() - b).abs().max().item()
-            for n, a, b in zip(names, got, want)
-        },
-        grad_scales={n: b.abs().max().item() for n, b in zip(names, want)},
+        **largest_errors(
+            out, ref, dict(zip(names, got)), dict(zip(names, want))
+        ),
     )
 
 
@@ -283,13 +297,7 @@ def check_module(T_grid):
         with torch.autocast('cpu', dtype=torch.bfloat16):
             m(x, hw_shape)
     return dict(
-        out=(out.double() - ref_out).abs().max().item(),
-        out_scale=ref_out.abs().max().item(),
-        grads={
-            n: (got[n].double() - g).abs().max().item()
-            for n, g in want.items()
-        },
-        grad_scales={n: g.abs().max().item() for n, g in want.items()},
+        **largest_errors(out, ref_out, got, want),
         saved=saved,
     )
 

@@ -72,6 +72,22 @@ def report_fixture(script, timeout, entry=None):
     return fixture
 
 
+def dtype_cases(report, bounds, key='cases'):
+    """The report's ``key`` cases, which must cover exactly the dtypes
+    that ``bounds`` (relative-error bounds by dtype name) has."""
+    cases = report[key]
+    assert {c['dtype'] for c in cases} == set(bounds)
+    return cases
+
+
+def assert_within(case, bound):
+    """A case's output and every gradient within relative error ``bound``
+    of the reference."""
+    assert case['out'] < bound, case
+    for name, error in case['grads'].items():
+        assert error < bound, (name, case)
+
+
 def assert_close(report, rtol):
     """A report's output and every gradient within ``rtol`` of the
     reference's largest magnitude."""

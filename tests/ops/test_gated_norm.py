@@ -37,8 +37,7 @@ BOUNDS = {'float32': 1e-6, 'bfloat16': 8e-3, 'float16': 1.5e-3}
 
 
 def test_kernels_match_float64_reference(interpreter_report):
-    cases = interpreter_report['cases']
-    assert {c['dtype'] for c in cases} == set(BOUNDS)
+    cases = interpreter_run.dtype_cases(interpreter_report, BOUNDS)
     assert {c['N'] for c in cases} == {50, 197}
     assert {c['d'] for c in cases} == {16, 24, 64}
     assert {c['layout'] for c in cases} == {'scan', 'heads'}
@@ -46,10 +45,8 @@ def test_kernels_match_float64_reference(interpreter_report):
         bound = BOUNDS[case['dtype']]
         assert case['finite'], case
         assert case['dtypes'] == [case['dtype']] * 3 + ['float32'], case
-        assert case['out'] < bound, case
         assert set(case['grads']) == {'o', 'gate', 'weight'}
-        for name, error in case['grads'].items():
-            assert error < bound, (name, case)
+        interpreter_run.assert_within(case, bound)
         assert case['kept_besides_inputs'] == [], case
 
 

@@ -61,8 +61,7 @@ BOUNDS = {'float32': 2e-6, 'bfloat16': 3e-2, 'float16': 1.5e-3}
 
 
 def test_kernels_match_float64_reference(interpreter_report):
-    cases = interpreter_report['cases']
-    assert {c['dtype'] for c in cases} == set(BOUNDS)
+    cases = interpreter_run.dtype_cases(interpreter_report, BOUNDS)
     assert {c['N'] for c in cases} >= {50, 100, 196, 300}
     assert {c['d'] for c in cases} >= {16, 24, 64}
     assert any(c['per_batch'] for c in cases)
@@ -70,10 +69,8 @@ def test_kernels_match_float64_reference(interpreter_report):
         bound = BOUNDS[case['dtype']]
         assert case['finite'], case
         assert case['out_dtype'] == case['dtype'], case
-        assert case['out'] < bound, case
         assert set(case['grads']) == {'q', 'k', 'v', 'w1', 'w2'}
-        for name, error in case['grads'].items():
-            assert error < bound, (name, case)
+        interpreter_run.assert_within(case, bound)
 
 
 def test_qkv_gradient_is_one_buffer(interpreter_report):
@@ -101,17 +98,16 @@ CONV_BOUNDS = {'float32': 2e-6, 'bfloat16': 8e-3, 'float16': 1.5e-3}
 
 
 def test_conv_kernels_match_float64_reference(interpreter_report):
-    cases = interpreter_report['conv_cases']
-    assert {c['dtype'] for c in cases} == set(BOUNDS)
+    cases = interpreter_run.dtype_cases(
+        interpreter_report, CONV_BOUNDS, 'conv_cases'
+    )
     assert {tuple(c['grid']) for c in cases} >= {(7, 9), (14, 14), (20, 18)}
     assert {c['d'] for c in cases} >= {16, 24, 64}
     for case in cases:
         bound = CONV_BOUNDS[case['dtype']]
         assert case['finite'] and case['out_dtype'] == case['dtype'], case
-        assert case['out'] < bound, case
         assert set(case['grads']) == {'q', 'k', 'v', 'w3'}
-        for name, error in case['grads'].items():
-            assert error < bound, (name, case)
+        interpreter_run.assert_within(case, bound)
         assert case['kept_besides_inputs'] == [], case
 
 
@@ -119,12 +115,10 @@ def test_module_fused_matches_its_reference(interpreter_report):
     """TTTAttention on the fused path (both heads) against its float64
     PyTorch path: output, input and every parameter's gradient."""
     module = interpreter_report['module']
-    assert module['out'] < BOUNDS['float32'], module
     assert {'x', 'w1', 'w2', 'w3', 'qkv.weight', 'proj.weight'} <= set(
         module['grads']
     )
-    for name, error in module['grads'].items():
-        assert error < BOUNDS['float32'], (name, module)
+    interpreter_run.assert_within(module, BOUNDS['float32'])
 
 
 def test_clipped_step_matches_float64_reference(interpreter_report):
@@ -137,9 +131,7 @@ def test_clipped_step_matches_float64_reference(interpreter_report):
         (24, True),
     }
     for case in steps:
-        assert case['out'] < BOUNDS['float32'], case
-        for name, error in case['grads'].items():
-            assert error < BOUNDS['float32'], (name, case)
+        interpreter_run.assert_within(case, BOUNDS['float32'])
 
 
 # ------------------------------------------------------------- on CUDA

@@ -26,9 +26,13 @@ import interpreted  # noqa: F401  (TRITON_INTERPRET=1)
 import torch
 from fused_linear_interpreter import (
     SHARED,
+    backward_from_random,
+    dtype_name,
+    head_cases,
     heads,
     keeping_besides,
     module_against_reference,
+    output_figures,
     relative,
 )
 
@@ -65,8 +69,7 @@ def check(dtype, N, H=2, d=16, B=2, scale=1.0, per_batch=False, seed=0):
     )
     with keeping_besides(x, w1, w2) as kept:
         out = ttt_swiglu(*split_qkv(x), w1, w2, backend='triton')
-    grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
-    (out.double() * grad_out).sum().backward()
+    grad_out = backward_from_random(out, g)
 
     leaves = [t.detach().double().requires_grad_() for t in (x, w1, w2)]
     ref = ttt_swiglu_reference(*heads(leaves[0]), *leaves[1:])
@@ -77,16 +80,12 @@ def check(dtype, N, H=2, d=16, B=2, scale=1.0, per_batch=False, seed=0):
     grads_ref = dict(zip('qkv', heads(leaves[0].grad)))
     grads_ref.update(w1=leaves[1].grad, w2=leaves[2].grad)
     return dict(
-        dtype=str(dtype).split('.')[-1],
+        dtype=dtype_name(dtype),
         N=N,
         d=d,
         per_batch=per_batch,
         scale=scale,
-        out_dtype=str(out.dtype).split('.')[-1],
-        finite=bool(
-            torch.isfinite(out).all() and torch.isfinite(x.grad).all()
-        ),
-        out=relative(out, ref),
+        **output_figures(out, ref, x),
         qkv_grad_shared=SHARED.pop(),
         grads={n: relative(grads[n], grads_ref[n]) for n in grads},
         kept_besides_inputs=kept,
@@ -140,8 +139,7 @@ def check_conv(dtype, grid, d=16, B=2, seed=0):
     w3 = (0.3 * torch.randn(d, 1, 3, 3, generator=g)).requires_grad_()
     with keeping_besides(x, w3) as kept:
         out = ttt_dwconv(*grid_views(x, grid), w3, backend='triton')
-    grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
-    (out.double() * grad_out).sum().backward()
+    grad_out = backward_from_random(out, g)
 
     x_ref, w3_ref = (t.detach().double().requires_grad_() for t in (x, w3))
     ref = ttt_dwconv_reference(*grid_views(x_ref, grid), w3_ref)
@@ -149,29 +147,20 @@ def check_conv(dtype, grid, d=16, B=2, seed=0):
     grads = dict(zip('qkv', x.grad.unbind(2)), w3=w3.grad)
     grads_ref = dict(zip('qkv', x_ref.grad.unbind(2)), w3=w3_ref.grad)
     return dict(
-        dtype=str(dtype).split('.')[-1],
+        dtype=dtype_name(dtype),
         grid=grid,
         d=d,
-        out_dtype=str(out.dtype).split('.')[-1],
-        finite=bool(
-            torch.isfinite(out).all() and torch.isfinite(x.grad).all()
-        ),
-        out=relative(out, ref),
+        **output_figures(out, ref, x),
         grads={n: relative(grads[n], grads_ref[n]) for n in grads},
         kept_besides_inputs=kept,
     )
 
 
 def main():
-    cases = []
-    for dtype in DTYPES.values():
-        # Tiles of 32 tokens: 50 tokens, a full and a partial one; 196 (a
-        # 14 x 14 grid), seven, split over seven programs per head.
-        for N in (50, 196):
-            cases.append(check(dtype, N))
-    # Head width 64 (ViT-B), one not a power of two, per-sample weights.
-    cases.append(check(torch.float32, 196, d=64, H=1, B=1))
-    cases.append(check(torch.float32, 50, d=24))
+    # Tiles of 32 tokens: 50 tokens, a full and a partial one; 196 (a 14 x
+    # 14 grid), seven, split over seven programs per head; then head width
+    # 64 (ViT-B), one not a power of two, per-sample weights.
+    cases = head_cases(check, (50, 196))
     cases.append(check(torch.float32, 50, per_batch=True))
     # Several tiles per program (the split loop); fp16 inputs of magnitude
     # 10 over 1000 tokens, whose inner sums (~1e6) exceed fp16's range.

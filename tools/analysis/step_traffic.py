@@ -19,9 +19,10 @@ bandwidth, GB/s): the time the step's traffic takes at least, most of it
 elementwise work that a GPU runs at about that rate. A second table
 lists each model's largest ops per image and block.
 
-Example::
+Example, at an H100's memory bandwidth::
 
-    python tools/analysis/step_traffic.py --out-dir work_dirs/step_traffic
+    python tools/analysis/step_traffic.py --bandwidth 3350 \
+        --out-dir work_dirs/step_traffic
 """
 
 import os
@@ -30,31 +31,18 @@ from pathlib import Path
 
 os.environ.setdefault('TRITON_INTERPRET', '1')  # before triton imports
 
-import argparse  # noqa: E402
-import os.path as osp  # noqa: E402
-
-import torch  # noqa: E402
-from mmengine.utils import mkdir_or_exist  # noqa: E402
-
 import mmlvit  # noqa: E402, F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
 from lab import benchmarks as core  # noqa: E402
-from lab.benchmarks import op_traffic, tensor_memory  # noqa: E402
-from lab.benchmarks.vit_models import (  # noqa: E402
-    SOFTMAX,
-    counted_models,
-    depth_builder,
-)
+from lab.benchmarks import counted_step, op_traffic, tensor_memory  # noqa: E402
+from lab.benchmarks.vit_models import SOFTMAX  # noqa: E402
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description='Bytes a ViT training step moves, per image, softmax '
-        "vs every linear operator (the fused kernels' path under Triton's "
-        'interpreter; no GPU needed).',
+    parser = counted_step.make_parser(
+        'Bytes a ViT training step moves, per image'
     )
-    core.add_counted_step_arguments(parser)
     parser.add_argument(
         '--batch-size',
         type=int,
@@ -71,16 +59,12 @@ def parse_args(argv=None):
     parser.add_argument(
         '--top', type=int, default=8, help='largest ops listed per model'
     )
-    core.add_out_dir_argument(
-        parser, 'work_dirs/step_traffic', 'table.md and results.json'
-    )
-    return core.resolve_counted_step(parser.parse_args(argv))
+    return counted_step.parse(parser, 'work_dirs/step_traffic', argv)
 
 
-def figures_of(name, size, args):
+def figures_of(build, size, args):
     """Per image and block and outside the blocks: MiB by phase, by the
     kernels and in all, the largest ops of a block, and the whole step."""
-    build = depth_builder(name, args.arch, size)
 
     def measure(model, images, dtype):
         with op_traffic.token_splits_as_at(args.batch_size, len(images)):
@@ -104,17 +88,10 @@ def figures_of(name, size, args):
     )
 
 
-def measure(args):
-    """{model: {size: figures}}, printing each as it comes."""
-    results = {}
-    for name, path in counted_models(args.operators):
-        for size in args.resolutions:
-            figures = figures_of(name, size, args)
-            figures['path'] = path
-            results.setdefault(name, {})[str(size)] = figures
-            totals = {k: round(v, 2) for k, v in figures['per_block'].items()}
-            print(f'{name} {size} px, MiB per image and block: {totals}')
-    return results
+def describe(name, size, figures):
+    """The line printed as a model's figures come."""
+    totals = {k: round(v, 2) for k, v in figures['per_block'].items()}
+    return f'{name} {size} px, MiB per image and block: {totals}'
 
 
 def tables(results, args):
@@ -145,19 +122,18 @@ def tables(results, args):
 
 def main(argv=None):
     args = parse_args(argv)
-    torch.set_num_threads(1)
-    mkdir_or_exist(args.out_dir)
-    results = measure(args)
-    core.write_json(osp.join(args.out_dir, 'results.json'), results)
-    lines = tables(results, args)
-    lines.insert(
-        0,
+    heading = (
         f'arch {args.arch}, autocast {args.dtype}, MiB per image and block '
         "moved by PyTorch's ops (by phase) and by the Triton launches "
         f'(the distinct bytes each loads and stores); step: {args.depth} '
-        f'blocks, batch {args.batch_size}, ms at {args.bandwidth:g} GB/s\n',
+        f'blocks, batch {args.batch_size}, ms at {args.bandwidth:g} GB/s\n'
     )
-    core.write_table(osp.join(args.out_dir, 'table.md'), '\n'.join(lines), [])
+    counted_step.run(
+        args,
+        lambda build, size: figures_of(build, size, args),
+        describe,
+        lambda results: [heading, *tables(results, args)],
+    )
 
 
 if __name__ == '__main__':

@@ -25,53 +25,27 @@ from pathlib import Path
 
 os.environ.setdefault('TRITON_INTERPRET', '1')  # before triton imports
 
-import argparse  # noqa: E402
-import os.path as osp  # noqa: E402
-
-import torch  # noqa: E402
-from mmengine.utils import mkdir_or_exist  # noqa: E402
-
 import mmlvit  # noqa: E402, F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lab/
 from lab import benchmarks as core  # noqa: E402
-from lab.benchmarks import tensor_memory  # noqa: E402
-from lab.benchmarks.vit_models import (  # noqa: E402
-    SOFTMAX,
-    counted_models,
-    depth_builder,
-)
+from lab.benchmarks import counted_step, tensor_memory  # noqa: E402
+from lab.benchmarks.vit_models import SOFTMAX  # noqa: E402
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description='Activation memory a ViT training step keeps for '
-        'backward, per image, softmax vs every linear operator (the fused '
-        "kernels' path under Triton's interpreter; no GPU needed).",
+    parser = counted_step.make_parser(
+        'Activation memory a ViT training step keeps for backward, per image'
     )
-    core.add_counted_step_arguments(parser)
-    core.add_out_dir_argument(
-        parser, 'work_dirs/train_memory', 'table.md and results.json'
-    )
-    return core.resolve_counted_step(parser.parse_args(argv))
+    return counted_step.parse(parser, 'work_dirs/train_memory', argv)
 
 
-def measure(args):
-    """{model: {size: figures}}, printing each as it comes."""
-    results = {}
-    for name, path in counted_models(args.operators):
-        for size in args.resolutions:
-            build = depth_builder(name, args.arch, size)
-            figures = tensor_memory.per_image_figures(
-                build, size, args.autocast
-            )
-            figures['model'] = tensor_memory.model_mib_per_image(
-                figures, args.depth
-            )
-            figures['path'] = path
-            results.setdefault(name, {})[str(size)] = figures
-            print(f'{name} {size} px: {figures}', flush=True)
-    return results
+def figures_of(build, size, args):
+    """MiB per image kept for backward: per block, outside the blocks and
+    for a ``--depth``-block ViT (``model``)."""
+    figures = tensor_memory.per_image_figures(build, size, args.autocast)
+    figures['model'] = tensor_memory.model_mib_per_image(figures, args.depth)
+    return figures
 
 
 def table(results, args):
@@ -95,15 +69,13 @@ def table(results, args):
 
 def main(argv=None):
     args = parse_args(argv)
-    torch.set_num_threads(1)
-    mkdir_or_exist(args.out_dir)
-    results = measure(args)
-    core.write_json(osp.join(args.out_dir, 'results.json'), results)
-    lines = table(results, args)
-    lines.insert(
-        0, f'arch {args.arch}, autocast {args.dtype}, MiB per image\n'
+    heading = f'arch {args.arch}, autocast {args.dtype}, MiB per image\n'
+    counted_step.run(
+        args,
+        lambda build, size: figures_of(build, size, args),
+        lambda name, size, figures: f'{name} {size} px: {figures}',
+        lambda results: [heading, *table(results, args)],
     )
-    core.write_table(osp.join(args.out_dir, 'table.md'), '\n'.join(lines), [])
 
 
 if __name__ == '__main__':

@@ -130,26 +130,14 @@ class AttentionMapMSE(BlockwiseDistillLoss):
             tuple[Tensor, dict[str, Tensor]]: The weighted loss and the
             per-block MSEs.
         """
-        blocks = self.block_indices(student.depth)
-        per_block = []
-        for i in blocks:
+
+        def block_mse(i):
             rows = self._sample_rows(student, teacher, i)
-            per_block.append(
-                checkpoint(
-                    self._block_mse,
-                    student,
-                    teacher,
-                    i,
-                    rows,
-                    use_reentrant=False,
-                )
+            return checkpoint(
+                self._block_mse, student, teacher, i, rows, use_reentrant=False
             )
-        per_block = torch.stack(per_block)
-        logs = {
-            f'{self.log_name}.{i}': value.detach()
-            for i, value in zip(blocks, per_block)
-        }
-        return self.loss_weight * per_block.mean(), logs
+
+        return self.mean_over_blocks(student.depth, block_mse)
 
     def _sample_rows(self, student, teacher, i):
         """Random query rows (indices into the matched tokens), or None."""

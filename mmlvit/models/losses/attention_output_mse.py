@@ -61,19 +61,14 @@ class AttentionOutputMSE(BlockwiseDistillLoss):
             tuple[Tensor, dict[str, Tensor]]: The weighted loss and the
             per-block MSEs.
         """
-        blocks = self.block_indices(student.depth)
-        per_block = []
-        for i in blocks:
+
+        def block_mse(i):
             s, t = self.match_tokens(
                 student.outputs[i],
                 teacher.outputs[i],
                 student.num_extra_tokens,
                 teacher.num_extra_tokens,
             )
-            per_block.append(F.mse_loss(s.float(), t.float()))
-        per_block = torch.stack(per_block)
-        logs = {
-            f'{self.log_name}.{i}': value.detach()
-            for i, value in zip(blocks, per_block)
-        }
-        return self.loss_weight * per_block.mean(), logs
+            return F.mse_loss(s.float(), t.float())
+
+        return self.mean_over_blocks(student.depth, block_mse)

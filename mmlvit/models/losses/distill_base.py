@@ -57,6 +57,15 @@ class DistillLoss(nn.Module):
         raise NotImplementedError
 
 
+def check_choice(owner: str, name: str, value, choices: tuple) -> None:
+    """Raise ``ValueError`` (naming ``owner``, the loss) unless argument
+    ``name``'s ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(
+            f'{owner}: {name} must be one of {choices}, got {value!r}.'
+        )
+
+
 def registered_distill_losses() -> dict[str, type]:
     """Every :class:`DistillLoss` subclass in mmpretrain's ``MODELS``
     registry, by name (sorted); losses registered later (a plugin, a test
@@ -91,11 +100,7 @@ class BlockwiseDistillLoss(DistillLoss):
         tokens: str = 'all',
     ) -> None:
         super().__init__(loss_weight)
-        if tokens not in TOKEN_CHOICES:
-            raise ValueError(
-                f'{type(self).__name__}: tokens must be one of '
-                f'{TOKEN_CHOICES}, got {tokens!r}.'
-            )
+        check_choice(type(self).__name__, 'tokens', tokens, TOKEN_CHOICES)
         if blocks != 'all' and not (
             isinstance(blocks, (list, tuple))
             and blocks
@@ -125,6 +130,29 @@ class BlockwiseDistillLoss(DistillLoss):
                 )
             indices.append(block % depth)
         return sorted(set(indices))
+
+    def mean_over_blocks(
+        self, depth: int, block_loss
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The weighted mean of a loss over the compared blocks.
+
+        Args:
+            depth (int): The models' number of blocks.
+            block_loss (Callable[[int], Tensor]): Block ``i``'s loss, a 0-d
+                tensor; called once per compared block, in order.
+
+        Returns:
+            tuple[Tensor, dict[str, Tensor]]: ``loss_weight`` times the mean
+            over the blocks, and each block's loss (detached) as
+            ``{log_name}.{i}``.
+        """
+        blocks = self.block_indices(depth)
+        per_block = torch.stack([block_loss(i) for i in blocks])
+        logs = {
+            f'{self.log_name}.{i}': value.detach()
+            for i, value in zip(blocks, per_block)
+        }
+        return self.loss_weight * per_block.mean(), logs
 
     def match_tokens(
         self,

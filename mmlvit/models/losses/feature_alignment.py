@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from mmpretrain.registry import MODELS
 
-from .distill_base import DistillLoss
+from .distill_base import DistillLoss, check_choice
 
 if TYPE_CHECKING:
     from mmlvit.models.distillers import AttentionRecording
@@ -42,11 +42,7 @@ class FinalFeatureAlignment(DistillLoss):
         self, loss_weight: float = 1.0, distance: str = 'mse'
     ) -> None:
         super().__init__(loss_weight)
-        if distance not in DISTANCES:
-            raise ValueError(
-                f'FinalFeatureAlignment: distance must be one of '
-                f'{DISTANCES}, got {distance!r}.'
-            )
+        check_choice('FinalFeatureAlignment', 'distance', distance, DISTANCES)
         self.distance = distance
 
     def forward(
