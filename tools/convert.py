@@ -26,8 +26,10 @@ import os.path as osp
 import sys
 
 from mmlvit.apis import (
+    IMAGE_FOLDER,
     add_init_arguments,
     convert_to_student,
+    image_folder_classes,
     recipe_datasets,
     resolve_operator,
 )
@@ -59,7 +61,14 @@ def parse_args(argv=None):
         '--dataset',
         default='cifar10',
         choices=recipe_datasets(),
-        help='dataset of the training recipe (default: cifar10)',
+        help="dataset of the training recipe (default: cifar10); 'folder': "
+        'your images under --data-root, in DIR/train/<class>/ and '
+        'DIR/val/<class>/',
+    )
+    parser.add_argument(
+        '--data-root',
+        help="where the dataset lies (default: the recipe's data/<dataset>; "
+        'required for --dataset folder)',
     )
     parser.add_argument(
         '--out', required=True, help='folder for the config and the student'
@@ -67,6 +76,13 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     try:
         resolve_operator(args.operator)
+        if args.dataset == IMAGE_FOLDER:
+            if args.data_root is None:
+                raise ValueError(
+                    f'--dataset {IMAGE_FOLDER} needs --data-root DIR, the '
+                    'folder holding train/<class>/ and val/<class>/.'
+                )
+            image_folder_classes(args.data_root)
     except ValueError as err:
         parser.error(str(err))
     return args
@@ -83,6 +99,7 @@ def main(argv=None):
         format=args.format,
         num_heads=args.num_heads,
         seed=args.seed,
+        data_root=args.data_root,
     )
     print(f'Softmax model: {result["arch"].describe()}')
     print(result['report'].table())

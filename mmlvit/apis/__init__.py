@@ -2,7 +2,13 @@
 linear student from a softmax checkpoint and save it, or convert a softmax
 checkpoint into a student and the config that trains it."""
 
-from .convert import convert_to_student, recipe_datasets, resolve_operator
+from .convert import (
+    IMAGE_FOLDER,
+    convert_to_student,
+    image_folder_classes,
+    recipe_datasets,
+    resolve_operator,
+)
 from .student import (
     add_init_arguments,
     fill_teacher_checkpoint,
@@ -11,6 +17,8 @@ from .student import (
 )
 
 __all__ = [
+    'IMAGE_FOLDER',
+    'image_folder_classes',
     'add_init_arguments',
     'convert_to_student',
     'fill_teacher_checkpoint',

@@ -28,6 +28,8 @@ from mmlvit.utils.logs import read_config
 from .student import init_student, save_student
 
 _RECIPE = 'deit-s_mlpcopy-distill_{}.py'
+# The recipe dataset of your own images (mmpretrain's CustomDataset).
+IMAGE_FOLDER = 'folder'
 
 
 def configs_root() -> str:
@@ -51,6 +53,63 @@ def recipe_datasets() -> list[str]:
     return sorted(
         osp.basename(p)[len(prefix) : -len(suffix)] for p in glob.glob(pattern)
     )
+
+
+def image_folder_classes(data_root: str) -> list[str]:
+    """The classes of an image-folder dataset: the sub-folders of
+    ``data_root/train``, which ``data_root/val`` holds too.
+
+    Raises:
+        ValueError: The folders are missing, hold fewer than two classes, or
+            differ between train/ and val/ (the message gives the layout).
+    """
+    layout = (
+        f'{data_root}/train/<class>/*.jpg and {data_root}/val/<class>/*.jpg '
+        '(the same class folders)'
+    )
+    found = {}
+    for split in ('train', 'val'):
+        folder = osp.join(data_root, split)
+        if not osp.isdir(folder):
+            raise ValueError(
+                f'--dataset {IMAGE_FOLDER} reads {folder}, which does not '
+                f'exist: lay the images out as {layout}.'
+            )
+        found[split] = sorted(
+            d for d in os.listdir(folder) if osp.isdir(osp.join(folder, d))
+        )
+    if len(found['train']) < 2:
+        raise ValueError(
+            f'{data_root}/train has {len(found["train"])} class folders; '
+            f'a classifier needs two or more: {layout}.'
+        )
+    if found['train'] != found['val']:
+        differ = sorted(set(found['train']) ^ set(found['val']))
+        raise ValueError(
+            f'{data_root}/train and {data_root}/val hold different class '
+            f'folders ({", ".join(differ[:5])} in one only): {layout}.'
+        )
+    return found['train']
+
+
+def _data_text(data_root: str | None, num_classes: int | None) -> str:
+    """Config lines pointing every loader at ``data_root`` and setting the
+    classes and the top-k metric they allow (empty when neither is
+    given)."""
+    lines = []
+    if data_root is not None:
+        lines.append(f'data_root = {data_root!r}')
+        for split in ('train', 'val', 'test'):
+            lines.append(
+                f'{split}_dataloader = dict(dataset=dict(data_root=data_root))'
+            )
+    if num_classes is not None:
+        lines.append(f'data_preprocessor = dict(num_classes={num_classes})')
+        # Top-5 accuracy needs five classes or more.
+        topk = (1, 5) if num_classes >= 5 else (1,)
+        lines.append(f"val_evaluator = dict(type='Accuracy', topk={topk})")
+        lines.append('test_evaluator = val_evaluator')
+    return '\n'.join(lines) + '\n' if lines else ''
 
 
 def resolve_operator(name: str) -> type:
@@ -103,6 +162,8 @@ def student_config_text(
     student: str,
     base: str,
     source: str,
+    data_root: str | None = None,
+    num_classes: int | None = None,
 ) -> str:
     """The text of the written config (see :func:`convert_to_student`)."""
     arch_value = arch.arch
@@ -128,6 +189,8 @@ def student_config_text(
         ),
         teacher=dict(backbone=shape, head=teacher_head),
     )
+    if num_classes is not None:
+        model['student']['head']['num_classes'] = num_classes
     hooks = [dict(type='SoftmaxToLinearInitHook', setting=setting.name)]
     return (
         f'# A {operator.__name__} student of {source}:\n'
@@ -142,7 +205,7 @@ def student_config_text(
         'again.\n'
         f'custom_hooks = {_literal(hooks)}\n'
         f'load_from = {student!r}\n'
-    )
+    ) + _data_text(data_root, num_classes)
 
 
 def convert_to_student(
@@ -154,6 +217,7 @@ def convert_to_student(
     format: str = 'auto',
     num_heads: int | None = None,
     seed: int | None = None,
+    data_root: str | None = None,
 ) -> dict:
     """Write a linear student of a softmax ViT and its training config.
 
@@ -164,11 +228,14 @@ def convert_to_student(
             ``{stem}_init.pth`` (the student, mmpretrain format).
         operator (str): Attention operator, short or registry name.
         setting (str): Init setting (``SETTINGS``).
-        dataset (str): One of :func:`recipe_datasets`.
+        dataset (str): One of :func:`recipe_datasets`; ``'folder'``: the
+            images under ``data_root`` (see :func:`image_folder_classes`).
         format (str): Layout of ``src``, or 'auto'.
         num_heads (int, optional): Heads, when the width is not a standard
             ViT's (see :func:`mmlvit.transfer.infer_vit_arch`).
         seed (int, optional): Seed of the student's fresh parameters.
+        data_root (str, optional): Where the dataset lies (the recipe's
+            ``data/<dataset>`` otherwise); required for ``'folder'``.
 
     Returns:
         dict: ``config``, ``student`` (paths), ``arch`` (ViTArch),
@@ -181,6 +248,14 @@ def convert_to_student(
             f'Unknown dataset {dataset!r}; the recipe has '
             f'{", ".join(recipe_datasets())}.'
         )
+    num_classes = None
+    if dataset == IMAGE_FOLDER:
+        if data_root is None:
+            raise ValueError(
+                f'--dataset {IMAGE_FOLDER} needs --data-root DIR, the folder '
+                'holding train/<class>/ and val/<class>/.'
+            )
+        num_classes = len(image_folder_classes(data_root))
     source = SoftmaxCheckpoint(src, format)  # read once, used twice
     arch = infer_vit_arch(source.state_dict, num_heads, name=str(src))
     arch_name = (
@@ -206,6 +281,8 @@ def convert_to_student(
         student=osp.abspath(student_path),
         base=_path_in_config(base, out_dir),
         source=osp.basename(str(src)),
+        data_root=None if data_root is None else osp.abspath(data_root),
+        num_classes=num_classes,
     )
     with open(config_path, 'w') as f:
         f.write(text)
