@@ -66,11 +66,10 @@ def train(config, work_dir, repo_root):
 def test_fashion_mnist(
     load_tool, softmax_file, tmp_path, repo_root, fashion_mnist_root
 ):
-    out = tmp_path / 'student'
     config = convert(
         load_tool,
         softmax_file,
-        out,
+        tmp_path / 'student',
         '--dataset',
         'fashion-mnist',
         '--data-root',
@@ -104,11 +103,10 @@ def image_folder(root, classes=('boot', 'shirt'), splits=('train', 'val')):
 
 def test_image_folder(load_tool, softmax_file, tmp_path, repo_root):
     root = image_folder(tmp_path / 'images')
-    out = tmp_path / 'student'
     config = convert(
         load_tool,
         softmax_file,
-        out,
+        tmp_path / 'student',
         '--dataset',
         'folder',
         '--data-root',
