@@ -1,6 +1,10 @@
 """timm ViT keys -> mmpretrain ``ImageClassifier(VisionTransformer)`` keys.
 
-Plain ViT/DeiT tensors keep mmpretrain's names; the families of
+Target keys: ``backbone.{cls_token,pos_embed}``,
+``backbone.patch_embed.projection.*``, ``backbone.layers.{i}.{ln1,
+attn.qkv, attn.proj, ln2, ffn.layers.0.0, ffn.layers.1}.*``,
+``backbone.ln1.*`` (final norm), ``backbone.ln2.*`` (timm's ``fc_norm``),
+``head.layers.head.*``. The families of
 :mod:`.vit_families` add theirs: ``blocks.N.ls1.gamma``/``ls2.gamma`` (C,)
 -> ``backbone.layers.N.attn.gamma1.weight``/``ffn.gamma2.weight``,
 ``dist_token`` (1, 1, C) -> ``backbone.dist_token``, ``head_dist.*`` ->

@@ -113,3 +113,14 @@ def test_a_teacher_of_another_size_is_refused(tmp_path):
         r'the teacher config 32',
     ):
         load_teacher_weights(small, str(path))
+
+
+def test_a_distillation_token_needs_a_class_token():
+    state = read(timm_model('deit-distilled').state_dict())
+    with pytest.raises(ValueError, match='with_dist_token=True needs a class'):
+        family_classifier(
+            state,
+            'GatedLinearAttention',
+            with_cls_token=False,
+            out_type='avg_featmap',
+        )
