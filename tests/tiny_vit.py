@@ -96,3 +96,29 @@ def perturbed_timm_vit(**kwargs):
         for param in model.parameters():
             param.add_(torch.rand_like(param))
     return model
+
+
+# timm's model sizes overridden: 3-channel 32 px images in 8 px patches,
+# width 64, depth 2, 2 heads, 10 classes.
+TIMM_FAMILY_TINY = dict(
+    img_size=32,
+    patch_size=8,
+    embed_dim=64,
+    depth=2,
+    num_heads=2,
+    num_classes=10,
+)
+
+
+def perturbed_timm_model(name, **kwargs):
+    """``timm.create_model(name, pretrained=False, **kwargs)`` (seed 0,
+    eval mode) with every parameter shifted, so that no value (class
+    token, layer scales, LayerNorms...) is one a fresh init has."""
+    import timm
+
+    torch.manual_seed(0)
+    model = timm.create_model(name, pretrained=False, **kwargs).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.rand_like(param))
+    return model

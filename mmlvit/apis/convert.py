@@ -179,15 +179,30 @@ def student_config_text(
     teacher_head = dict(in_channels=arch.embed_dims)
     if arch.num_classes:
         teacher_head['num_classes'] = arch.num_classes
+    student_head = dict(in_channels=arch.embed_dims)
+    teacher_backbone = dict(shape)
+    family = arch.backbone_options()
+    if family:
+        # The family's parts (layer scale, distillation token, pre-norm):
+        # the teacher is the project's backbone with softmax attention,
+        # which computes the source model's function.
+        shape.update(family)
+        teacher_backbone = dict(
+            shape,
+            type='LinearVisionTransformer',
+            attn_cfg=dict(type='SoftmaxAttention'),
+        )
+    if arch.head_type != 'VisionTransformerClsHead':
+        teacher_head['type'] = student_head['type'] = arch.head_type
     model = dict(
         teacher_checkpoint=teacher,
         student=dict(
             backbone=dict(
                 shape, attn_cfg=dict(_delete_=True, type=operator.__name__)
             ),
-            head=dict(in_channels=arch.embed_dims),
+            head=student_head,
         ),
-        teacher=dict(backbone=shape, head=teacher_head),
+        teacher=dict(backbone=teacher_backbone, head=teacher_head),
     )
     if num_classes is not None:
         model['student']['head']['num_classes'] = num_classes

@@ -6,6 +6,10 @@ from the patch embedding, depth from the block indices, MLP width from the
 first MLP layer, image size from the learned position table, classes from
 the head. The heads follow the standard ViT zoo (ViT-Ti/S/B/L/H: 3, 6, 12,
 16, 16 heads; arXiv:2010.11929, arXiv:2012.12877), else 64 channels a head.
+The family's structure is read off its keys too: layer scales (DeiT III), a
+distillation token (distilled DeiT), a pre-norm without patch bias (CLIP,
+whose QuickGELU and LayerNorm eps 1e-5 the weights cannot show: they are
+taken as OpenAI's CLIP has them).
 """
 
 import math
@@ -42,6 +46,10 @@ class ViTArch:
         with_cls_token (bool): The file has a class token.
         num_classes (int, optional): Rows of the classifier; None without
             one.
+        layer_scale (bool): Layer scales on both residual branches.
+        dist_token (bool): A distillation token and a second head.
+        pre_norm (bool): A LayerNorm before the blocks (CLIP).
+        patch_bias (bool): The patch embedding has a bias.
     """
 
     embed_dims: int
@@ -53,6 +61,41 @@ class ViTArch:
     in_channels: int
     with_cls_token: bool
     num_classes: int | None = None
+    layer_scale: bool = False
+    dist_token: bool = False
+    pre_norm: bool = False
+    patch_bias: bool = True
+
+    def backbone_options(self) -> dict:
+        """What ``LinearVisionTransformer`` needs beyond the shape to
+        compute this family's function (empty for a plain ViT/DeiT):
+        ``layer_scale_init_value`` (any positive value: the copy sets the
+        scales), ``with_dist_token``, ``pre_norm`` with CLIP's QuickGELU and
+        LayerNorm eps 1e-5, ``patch_cfg`` without bias."""
+        options = {}
+        if self.layer_scale:
+            options['layer_scale_init_value'] = 1e-5
+        if self.dist_token:
+            options['with_dist_token'] = True
+        if self.pre_norm:
+            options.update(
+                pre_norm=True,
+                norm_cfg=dict(type='LN', eps=1e-5),
+                layer_cfgs=dict(act_cfg=dict(type='QuickGELU')),
+            )
+        if self.patch_bias == self.pre_norm:
+            # mmpretrain drops the patch bias exactly with pre_norm.
+            options['patch_cfg'] = dict(bias=self.patch_bias)
+        return options
+
+    @property
+    def head_type(self) -> str:
+        """The classifier head: ``'DeiTClsHead'`` (mean of the class and
+        distillation heads) with a distillation token, else
+        ``'VisionTransformerClsHead'``."""
+        if self.dist_token:
+            return 'DeiTClsHead'
+        return 'VisionTransformerClsHead'
 
     @property
     def arch(self) -> str | dict:
@@ -88,8 +131,21 @@ class ViTArch:
             f'patch {self.patch_size}, {self.img_size} px, '
             f'{self.in_channels} channels, '
             f'{"class token" if self.with_cls_token else "no class token"}'
-            f', {head}'
+            f', {head}{self._family_text()}'
         )
+
+    def _family_text(self):
+        parts = [
+            text
+            for present, text in (
+                (self.layer_scale, 'layer scale'),
+                (self.dist_token, 'distillation token'),
+                (self.pre_norm, 'pre-norm (CLIP: QuickGELU, LN eps 1e-5)'),
+                (not self.patch_bias, 'no patch bias'),
+            )
+            if present
+        ]
+        return ''.join(f', {part}' for part in parts)
 
 
 def default_num_heads(embed_dims: int) -> int | None:
@@ -153,10 +209,11 @@ def infer_vit_arch(
             f'{name}.'
         )
     with_cls_token = 'backbone.cls_token' in state_dict
+    dist_token = 'backbone.dist_token' in state_dict
     img_size = 224
     pos_embed = state_dict.get('backbone.pos_embed')
     if pos_embed is not None:
-        patches = pos_embed.shape[1] - int(with_cls_token)
+        patches = pos_embed.shape[1] - int(with_cls_token) - int(dist_token)
         side = math.isqrt(patches)
         if side * side != patches:
             raise TransferError(
@@ -175,4 +232,8 @@ def infer_vit_arch(
         in_channels=in_channels,
         with_cls_token=with_cls_token,
         num_classes=None if head is None else head.shape[0],
+        layer_scale='backbone.layers.0.attn.gamma1.weight' in state_dict,
+        dist_token=dist_token,
+        pre_norm='backbone.pre_norm.weight' in state_dict,
+        patch_bias='backbone.patch_embed.projection.bias' in state_dict,
     )

@@ -1,5 +1,12 @@
 """Components: the groups of parameters a setting copies, named over
-mmpretrain's ``ImageClassifier(VisionTransformer)`` key space."""
+mmpretrain's ``ImageClassifier(VisionTransformer)`` key space.
+
+``cls_token`` holds the class token and, for a distilled DeiT, the
+distillation token (``dist_token``); ``layer_scale`` the per-channel scales
+of both residual branches (``attn.gamma1``, ``ffn.gamma2``; DeiT III's
+``ls1``/``ls2``); ``head`` every classifier layer (a distilled DeiT's
+``head_dist`` too).
+"""
 
 import re
 
@@ -11,6 +18,7 @@ COMPONENTS = (
     'attn_qkv',
     'attn_proj',
     'mlp',
+    'layer_scale',
     'final_norm',
     'head',
 )
@@ -19,8 +27,12 @@ _COMPONENT_OF = [
     for pattern, component in (
         (r'backbone\.patch_embed\.', 'patch_embed'),
         (r'backbone\.pos_embed$', 'pos_embed'),
-        (r'backbone\.cls_token$', 'cls_token'),
+        (r'backbone\.(cls|dist)_token$', 'cls_token'),
         (r'backbone\.(layers\.\d+\.ln[12]|pre_norm)\.', 'norms'),
+        (
+            r'backbone\.layers\.\d+\.(attn\.gamma1|ffn\.gamma2)\.',
+            'layer_scale',
+        ),
         (r'backbone\.layers\.\d+\.attn\.qkv\.', 'attn_qkv'),
         (r'backbone\.layers\.\d+\.attn\.proj\.', 'attn_proj'),
         (r'backbone\.layers\.\d+\.ffn\.', 'mlp'),

@@ -27,9 +27,9 @@ The built-in rules (operator-agnostic, from the attention contract in
 - ``same shape``: copied.
 - ``standard qkv rows``: ``attn.qkv`` with extra rows (e.g. TTT's 3C + 3d):
   the standard 3C rows are copied, the extra rows keep their default init.
-- ``resized pos_embed``: the class-token row is dropped for a student
-  without a class token, and the patch grid is resized (bicubic) when it
-  differs.
+- ``resized pos_embed``: the rows of extra tokens the student lacks are
+  dropped (class token, distillation token), and the patch grid is
+  resized (bicubic) when it differs.
 """
 
 from collections.abc import Callable, Mapping
@@ -195,26 +195,29 @@ def _copy_resized_pos_embed(tensor):
 
 def adapt_pos_embed(src: torch.Tensor, backbone: nn.Module) -> torch.Tensor:
     """A checkpoint ``pos_embed`` (1, extra + H*W, C) for ``backbone``:
-    the class row dropped when the backbone has none, the grid resized to
-    its ``patch_resolution``.
+    the extra-token rows (class, then distillation token) the backbone
+    lacks dropped from the end of that group, the grid resized to its
+    ``patch_resolution``.
 
     Raises:
         TransferError: The checkpoint grid is not square, or the backbone
-            has a class token the checkpoint has no position for.
+            has extra tokens the checkpoint has no positions for.
     """
     extra = backbone.num_extra_tokens
     src_extra = src.shape[1] - int(src.shape[1] ** 0.5) ** 2
-    if src_extra not in (0, 1):
+    if src_extra not in (0, 1, 2):
         raise TransferError(
             f'Cannot read a square patch grid from the checkpoint pos_embed '
             f'{tuple(src.shape)}.'
         )
     if src_extra < extra:
+        token = 'class-token' if src_extra == 0 else 'distillation-token'
         raise TransferError(
-            'The student has a class token but the checkpoint pos_embed '
-            f'{tuple(src.shape)} has no class-token position.'
+            f'The student has {extra} extra tokens (class, distillation) but '
+            f'the checkpoint pos_embed {tuple(src.shape)} has no {token} '
+            'position.'
         )
-    src = src[:, src_extra - extra :]
+    src = torch.cat([src[:, :extra], src[:, src_extra:]], dim=1)
     side = int((src.shape[1] - extra) ** 0.5)
     return resize_pos_embed(
         src,

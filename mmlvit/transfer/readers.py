@@ -1,22 +1,18 @@
 """Reading softmax ViT checkpoints into mmpretrain's key space.
 
-Every supported release is a timm-style ViT state dict in some container, or
-already an mmpretrain classifier checkpoint. :func:`load_softmax_checkpoint`
-finds the weights in the container (``format``), renames timm keys to the
-names of mmpretrain's ``ImageClassifier(VisionTransformer)`` and drops what
-only pre-training used (MAE decoder, DINO/iBOT heads, MoCo projector and
-momentum encoder). Keys it cannot place are an error, not a silent drop: a
-model that loads "fine" without its layer scales computes something else.
-
-Target key space (as in mmpretrain):
-``backbone.{cls_token,pos_embed}``, ``backbone.patch_embed.projection.*``,
-``backbone.layers.{i}.{ln1,attn.qkv,attn.proj,ln2,ffn.layers.0.0,ffn.layers.1}.*``,
-``backbone.ln1.*`` (final norm), ``backbone.ln2.*`` (norm after average
-pooling, timm's ``fc_norm``), ``backbone.pre_norm.*`` and
-``head.layers.head.*`` when the file has a classifier.
+Every supported release is a timm-style ViT state dict in some container
+(the OpenAI/OpenCLIP CLIP layout is renamed to it first, see
+:mod:`.openai_clip`), or already an mmpretrain classifier checkpoint.
+:func:`load_softmax_checkpoint` finds the weights in the container
+(``format``), reads the ViT family off the keys (:mod:`.vit_families`),
+renames timm keys to the names of mmpretrain's
+``ImageClassifier(VisionTransformer)`` (:mod:`.timm_keys`, which lists the
+target keys) and drops what only pre-training used (MAE decoder, DINO/iBOT
+heads, MoCo projector and momentum encoder, CLIP's text tower). Keys it
+cannot place are an error, not a silent drop: a model that loads "fine"
+without its layer scales computes something else.
 """
 
-import re
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
 
@@ -26,7 +22,10 @@ from mmengine.logging import print_log
 from mmlvit.checkpoint import CheckpointError, load_checkpoint_file
 
 from .errors import preview_keys
+from .openai_clip import looks_openai_clip, openai_clip_to_timm
 from .shipped import shipped_path
+from .timm_keys import PRETRAINING_ONLY, convert_timm
+from .vit_families import FAMILIES, identify_family
 
 FORMATS = (
     'auto',
@@ -37,36 +36,12 @@ FORMATS = (
     'dino',
     'mocov3',
     'ibot',
+    'deit3',
+    'deit-distilled',
+    'clip',
+    'openai-clip',
 )
 
-_TIMM_TOP_LEVEL = {
-    'cls_token': 'backbone.cls_token',
-    'pos_embed': 'backbone.pos_embed',
-    'patch_embed.proj.weight': 'backbone.patch_embed.projection.weight',
-    'patch_embed.proj.bias': 'backbone.patch_embed.projection.bias',
-    'norm_pre.weight': 'backbone.pre_norm.weight',
-    'norm_pre.bias': 'backbone.pre_norm.bias',
-    'norm.weight': 'backbone.ln1.weight',
-    'norm.bias': 'backbone.ln1.bias',
-    'fc_norm.weight': 'backbone.ln2.weight',
-    'fc_norm.bias': 'backbone.ln2.bias',
-    'head.weight': 'head.layers.head.weight',
-    'head.bias': 'head.layers.head.bias',
-}
-_TIMM_BLOCK = {
-    'norm1': 'ln1',
-    'attn.qkv': 'attn.qkv',
-    'attn.proj': 'attn.proj',
-    'norm2': 'ln2',
-    'mlp.fc1': 'ffn.layers.0.0',
-    'mlp.fc2': 'ffn.layers.1',
-}
-_BLOCK_KEY = re.compile(r'blocks\.(\d+)\.(.+)\.(weight|bias)$')
-# Pre-training-only tensors: MAE's decoder and mask token, iBOT's mask
-# embedding, MoCo v3's projector (an MLP under ``head.<n>``).
-_PRETRAINING_ONLY = re.compile(
-    r'(decoder_.*|mask_token|masked_embed|head\.\d+\..*)$'
-)
 _MMPRETRAIN_MARKERS = ('patch_embed.projection.', 'layers.0.')
 
 
@@ -92,7 +67,14 @@ def load_softmax_checkpoint(
             ``module.backbone.`` prefixes; the teacher is used), ``'mocov3'``
             (``module.base_encoder.`` under ``'state_dict'``), ``'ibot'``
             (like DINO, or flat under ``'state_dict'``, with
-            ``masked_embed``).
+            ``masked_embed``); the families in timm's layout (flat, or
+            under ``'state_dict'``/``'model'``): ``'deit3'`` (layer scale
+            ``blocks.N.ls1.gamma``/``ls2.gamma``), ``'deit-distilled'``
+            (``dist_token``, ``head_dist``), ``'clip'`` (``norm_pre``, no
+            patch bias), and ``'openai-clip'`` (OpenAI/OpenCLIP:
+            ``visual.conv1.weight``, ``visual.transformer.resblocks.*``;
+            the image tower is read, the text tower dropped). Under
+            ``'auto'`` a flat timm file is read as its family.
 
     Returns:
         OrderedDict[str, Tensor]: ``backbone.*`` and, when the file has a
@@ -119,11 +101,18 @@ def load_softmax_checkpoint(
     if format == 'auto':
         format = _detect_format(ckpt, name)
     weights = _LOCATORS[format](ckpt, name)
+    family, dropped = None, []
+    if format == 'openai-clip':
+        weights, dropped = openai_clip_to_timm(weights, name)
     if format == 'mmpretrain':
         state_dict, dropped = _select_mmpretrain(weights)
     else:
-        state_dict, dropped = _convert_timm(weights, name, format)
-    _log_dropped(name, format, dropped)
+        as_format = 'clip' if format == 'openai-clip' else format
+        state_dict, pretraining, family = convert_timm(
+            weights, name, as_format
+        )
+        dropped += pretraining
+    _log_dropped(name, format, dropped, family)
     return state_dict
 
 
@@ -140,10 +129,12 @@ def _detect_format(ckpt, name):
         if _looks_mmpretrain(keys):
             return 'mmpretrain'
         if _looks_timm(keys):
-            return 'ibot' if 'masked_embed' in keys else 'timm'
+            if 'masked_embed' in keys:
+                return 'ibot'
+            return _timm_family(ckpt['state_dict'], name)
     if _is_tensor_dict(ckpt.get('model')) and _looks_timm(ckpt['model']):
         keys = ckpt['model'].keys()
-        pretraining = any(_PRETRAINING_ONLY.match(k) for k in keys)
+        pretraining = any(PRETRAINING_ONLY.match(k) for k in keys)
         pooled = 'fc_norm.weight' in keys
         if pretraining or pooled or 'head.weight' not in keys:
             return 'mae'
@@ -151,7 +142,12 @@ def _detect_format(ckpt, name):
     if _looks_mmpretrain(ckpt.keys()):
         return 'mmpretrain'
     if _looks_timm(ckpt.keys()):
-        return 'ibot' if 'masked_embed' in ckpt else 'timm'
+        return 'ibot' if 'masked_embed' in ckpt else _timm_family(ckpt, name)
+    if looks_openai_clip(ckpt.keys()) or (
+        _is_tensor_dict(ckpt.get('state_dict'))
+        and looks_openai_clip(ckpt['state_dict'].keys())
+    ):
+        return 'openai-clip'
     raise CheckpointError(
         f'Cannot tell the layout of {name}: it is none of '
         f'{FORMATS[1:]}. Top-level keys: {preview_keys(ckpt.keys(), 12)}'
@@ -190,6 +186,39 @@ def _locate_timm(ckpt, name):
     if 'state_dict' in ckpt and not _looks_timm(ckpt.keys()):
         return _locate_flat(ckpt, name, 'timm', 'state_dict')
     return _locate_flat(ckpt, name, 'timm')
+
+
+def _timm_family(weights, name):
+    """'timm', or the family a flat timm file holds ('deit3', ...)."""
+    return identify_family(weights, name, 'auto')
+
+
+def _locate_openai_clip(ckpt, name):
+    weights = ckpt
+    if not looks_openai_clip(ckpt.keys()):
+        weights = ckpt.get('state_dict')
+    if not (_is_tensor_dict(weights) and looks_openai_clip(weights.keys())):
+        raise _layout_error(
+            name,
+            'openai-clip',
+            "'visual.conv1.weight' and 'visual.transformer.resblocks.*' at "
+            "the top level or under 'state_dict'",
+            ckpt,
+        )
+    return weights
+
+
+def _locate_family(format):
+    """A timm-layout family: flat, under 'state_dict' or under 'model'."""
+
+    def locate(ckpt, name):
+        for container in ('state_dict', 'model'):
+            inner = ckpt.get(container)
+            if _is_tensor_dict(inner) and _looks_timm(inner.keys()):
+                return inner
+        return _locate_flat(ckpt, name, format)
+
+    return locate
 
 
 def _locate_dino(ckpt, name):
@@ -245,39 +274,11 @@ _LOCATORS = {
     'dino': _locate_dino,
     'mocov3': _locate_mocov3,
     'ibot': _locate_ibot,
+    'deit3': _locate_family('deit3'),
+    'deit-distilled': _locate_family('deit-distilled'),
+    'clip': _locate_family('clip'),
+    'openai-clip': _locate_openai_clip,
 }
-
-
-def _convert_timm(weights, name, format):
-    """timm ViT keys -> mmpretrain classifier keys.
-
-    Returns:
-        tuple[OrderedDict, list[str]]: converted state dict and the dropped
-        pre-training-only keys.
-    """
-    converted, dropped, unknown = OrderedDict(), [], []
-    for key, value in weights.items():
-        target = _TIMM_TOP_LEVEL.get(key)
-        block = _BLOCK_KEY.match(key)
-        if target is None and block is not None:
-            index, module, kind = block.groups()
-            if module in _TIMM_BLOCK:
-                module = _TIMM_BLOCK[module]
-                target = f'backbone.layers.{index}.{module}.{kind}'
-        if target is not None:
-            converted[target] = value
-        elif _PRETRAINING_ONLY.match(key):
-            dropped.append(key)
-        else:
-            unknown.append(key)
-    if unknown:
-        raise CheckpointError(
-            f'Cannot convert {name} (read as {format!r}): {len(unknown)} keys '
-            "have no counterpart in mmpretrain's VisionTransformer "
-            f'classifier: {preview_keys(unknown, 12)}. (Layer scale, '
-            'distillation tokens and register tokens are not supported.)'
-        )
-    return converted, dropped
 
 
 def _select_mmpretrain(weights):
@@ -290,13 +291,15 @@ def _select_mmpretrain(weights):
     return state_dict, dropped
 
 
-def _log_dropped(name, format, dropped):
+def _log_dropped(name, format, dropped, family=None):
     summary = ''
     if dropped:
         groups = Counter(key.split('.')[0] for key in dropped)
         summary = '; dropped what the classifier does not use: ' + ', '.join(
             f'{group} ({n} tensors)' for group, n in groups.items()
         )
+    if family and FAMILIES[family].rule:
+        summary += f'; {FAMILIES[family].title}: {FAMILIES[family].rule}'
     print_log(
         f'Read {name} as a {format!r} checkpoint{summary}.', logger='current'
     )

@@ -5,7 +5,11 @@ softmax checkpoint, optionally after an analytical init of the attention
 (Mimetic, arXiv:2305.09828; Impulse, Zheng et al. NeurIPS 2025). Random,
 Copy, MLPCopy and FullCopy are the paper's settings (Qin et al.,
 arXiv:2609.35745); its Variant1-3 are the FullCopy variants below, under
-names that say what they leave out. An operator's own settings register
+names that say what they leave out. Every setting that copies also copies
+the layer scales (``layer_scale``, DeiT III's ``ls1``/``ls2``) where the
+checkpoint has them: they set the size of each residual branch, which the
+copied MLPs expect and the distilled attention outputs (recorded before the
+scale) are matched under. An operator's own settings register
 themselves with :func:`register_setting`: TTTFullCopy, FullCopy plus T5's
 full inheritance into the TTT operator's extra head and wider ``proj``
 (``ttt_inheritance.py``, with its copy rules).
@@ -85,8 +89,8 @@ SETTINGS = {
             analytical=impulse_init_,
             analytical_components=('attn_qkv', 'attn_proj', 'pos_embed'),
         ),
-        Setting('Copy', 'attncopy', ('attn_qkv', 'attn_proj')),
-        Setting('MLPCopy', 'mlpcopy', ('mlp',)),
+        Setting('Copy', 'attncopy', ('attn_qkv', 'attn_proj', 'layer_scale')),
+        Setting('MLPCopy', 'mlpcopy', ('mlp', 'layer_scale')),
         Setting('FullCopy', 'fullcopy', _full_copy_without()),
         Setting(
             'FullCopyNoClsToken',

@@ -24,12 +24,15 @@ FULL = {
     'attn_qkv',
     'attn_proj',
     'mlp',
+    'layer_scale',
     'final_norm',
 }
+# Layer scales (DeiT III) go with every copying setting: the paper's ViTs
+# have none, so its table is unchanged for them.
 PAPER_TABLE = {
     'Random': set(),
-    'Copy': {'attn_qkv', 'attn_proj'},
-    'MLPCopy': {'mlp'},
+    'Copy': {'attn_qkv', 'attn_proj', 'layer_scale'},
+    'MLPCopy': {'mlp', 'layer_scale'},
     'FullCopy': FULL,
     'Variant1': FULL - {'cls_token'},
     'Variant2': FULL - {'cls_token', 'pos_embed'},
@@ -49,6 +52,8 @@ KEY_PATTERNS = {
     'attn_qkv': r'backbone\.layers\.\d+\.attn\.qkv\.(weight|bias)',
     'attn_proj': r'backbone\.layers\.\d+\.attn\.proj\.(weight|bias)',
     'mlp': r'backbone\.layers\.\d+\.ffn\.layers\.(0\.0|1)\.(weight|bias)',
+    'layer_scale': r'backbone\.layers\.\d+\.(attn\.gamma1|ffn\.gamma2)\.'
+    r'weight',
     'final_norm': r'backbone\.ln1\.(weight|bias)',
     'head': r'head\.layers\.head\.(weight|bias)',
 }

@@ -238,11 +238,18 @@ def test_wrong_format_override(timm_classifier, tmp_path):
 
 def test_unsupported_keys_are_an_error(timm_classifier):
     state = dict(timm_classifier.state_dict())
-    state['blocks.0.ls1.gamma'] = torch.ones(192)  # layer scale (DeiT III)
+    state['blocks.0.extra.weight'] = torch.ones(192)
     with pytest.raises(
         CheckpointError,
         match=r'1 keys have no counterpart.*'
-        r"'blocks\.0\.ls1\.gamma'",
+        r"'blocks\.0\.extra\.weight'.*Supported families: ",
+    ):
+        load_softmax_checkpoint(state)
+    # One block's layer scale: a partial DeiT III, refused as such.
+    del state['blocks.0.extra.weight']
+    state['blocks.0.ls1.gamma'] = torch.ones(192)
+    with pytest.raises(
+        CheckpointError, match=r'resembles DeiT III .* but only partly'
     ):
         load_softmax_checkpoint(state)
 

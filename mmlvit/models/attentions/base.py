@@ -126,19 +126,20 @@ class BaseAttention(BaseModule):
     def num_extra_tokens(
         self, num_tokens: int, hw_shape: tuple[int, int]
     ) -> int:
-        """How many non-patch tokens (class token) precede the H*W patches.
+        """How many non-patch tokens (the class token, and a distilled
+        DeiT's distillation token after it) precede the H*W patches.
 
         Raises:
-            ValueError: ``num_tokens`` is neither H*W nor H*W + 1, or there
-                is a class token and the operator mixes patches only.
+            ValueError: ``num_tokens`` is not H*W, H*W + 1 or H*W + 2, or
+                there is a class token and the operator mixes patches only.
         """
         H, W = hw_shape
         extra = num_tokens - H * W
-        if extra not in (0, 1):
+        if extra not in (0, 1, 2):
             raise ValueError(
                 f'Got {num_tokens} tokens for a {H}x{W} patch grid; expected '
-                f'{H * W} (no class token) or {H * W + 1} (class token '
-                'first).'
+                f'{H * W} (no class token), {H * W + 1} (class token first) '
+                f'or {H * W + 2} (class and distillation tokens first).'
             )
         if extra and self.patch_tokens_only:
             raise ValueError(

@@ -40,7 +40,8 @@ class LinearTransformerEncoderLayer(BaseModule):
         num_fcs (int): Linear layers in the FFN. Defaults to 2.
         qkv_bias (bool): Bias in ``attn.qkv``. Defaults to True.
         ffn_type (str): ``'origin'`` (MLP) or ``'swiglu_fused'``.
-        act_cfg (dict, optional): FFN activation. Defaults to GELU.
+        act_cfg (dict, optional): FFN activation, any of mmpretrain's (e.g.
+            ``dict(type='QuickGELU')`` for CLIP). Defaults to GELU.
         norm_cfg (dict, optional): Norm layers. Defaults to LN.
         init_cfg (dict, optional): mmengine init config.
     """
@@ -92,15 +93,17 @@ class LinearTransformerEncoderLayer(BaseModule):
 
         ffn_drop_path = dict(type='DropPath', drop_prob=drop_path_rate)
         if ffn_type == 'origin':
-            self.ffn = FFN(
-                embed_dims=embed_dims,
-                feedforward_channels=feedforward_channels,
-                num_fcs=num_fcs,
-                ffn_drop=drop_rate,
-                dropout_layer=ffn_drop_path,
-                act_cfg=act_cfg,
-                layer_scale_init_value=layer_scale_init_value,
-            )
+            # mmpretrain's scope: its activations (e.g. QuickGELU) resolve.
+            with MODELS.switch_scope_and_registry('mmpretrain'):
+                self.ffn = FFN(
+                    embed_dims=embed_dims,
+                    feedforward_channels=feedforward_channels,
+                    num_fcs=num_fcs,
+                    ffn_drop=drop_rate,
+                    dropout_layer=ffn_drop_path,
+                    act_cfg=act_cfg,
+                    layer_scale_init_value=layer_scale_init_value,
+                )
         elif ffn_type == 'swiglu_fused':
             self.ffn = SwiGLUFFNFused(
                 embed_dims=embed_dims,

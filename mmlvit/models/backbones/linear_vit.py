@@ -4,70 +4,20 @@ import copy
 
 import numpy as np
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from mmengine.model import ModuleList
+from mmengine.model.weight_init import trunc_normal_
 from mmpretrain.models.backbones import VisionTransformer
 from mmpretrain.models.utils import resize_pos_embed
 from mmpretrain.registry import MODELS
 from torch import Tensor
 
-from ..attentions import BaseAttention, registered_operators
 from .linear_encoder_layer import LinearTransformerEncoderLayer
 from .position_embedding import sincos_position_embedding
+from .token_layout import attention_class, token_layout
 
 POS_EMBED_TYPES = ('learned', 'sincos')
-
-
-def _attention_class(attn_type):
-    """The BaseAttention subclass an ``attn_cfg['type']`` names."""
-    cls = MODELS.get(attn_type) if isinstance(attn_type, str) else attn_type
-    if not (isinstance(cls, type) and issubclass(cls, BaseAttention)):
-        known = registered_operators()
-        raise ValueError(
-            f'attn_cfg type {attn_type!r} is not a registered attention '
-            f'operator; known operators: {", ".join(known)}.'
-        )
-    return cls
-
-
-def _token_layout(attn_cfg, with_cls_token, out_type, pos_embed_type):
-    """Fill in the class token, output type and position embedding the
-    operators imply (see :class:`LinearVisionTransformer`); explicit values
-    win unless they contradict an operator."""
-    cfgs = attn_cfg if isinstance(attn_cfg, (list, tuple)) else [attn_cfg]
-    patch_only = [
-        cls.__name__
-        for cls in (
-            _attention_class(cfg['type'])
-            for cfg in cfgs
-            if isinstance(cfg, dict) and 'type' in cfg
-        )
-        if cls.patch_tokens_only
-    ]
-    if with_cls_token is None:
-        with_cls_token = not patch_only
-    elif with_cls_token and patch_only:
-        raise ValueError(
-            f'{patch_only[0]} mixes patch tokens only and takes no class '
-            'token, but the config sets with_cls_token=True: remove it (the '
-            'backbone then builds no class token, pools the patches and uses '
-            'sin-cos positions).'
-        )
-    if out_type is None:
-        out_type = 'cls_token' if with_cls_token else 'avg_featmap'
-    elif out_type == 'cls_token' and not with_cls_token:
-        reason = (
-            f'{patch_only[0]} mixes patch tokens only'
-            if patch_only
-            else 'with_cls_token=False'
-        )
-        raise ValueError(
-            f"out_type='cls_token' needs a class token, but {reason}: use "
-            "out_type='avg_featmap' (or remove out_type)."
-        )
-    if pos_embed_type is None:
-        pos_embed_type = 'sincos' if patch_only else 'learned'
-    return with_cls_token, out_type, pos_embed_type
 
 
 @MODELS.register_module()
@@ -92,6 +42,12 @@ class LinearVisionTransformer(VisionTransformer):
             to other grids like mmpretrain does) or ``'sincos'`` (fixed 2-D
             sin-cos computed for the current grid; the class token, if any,
             gets no position). Keyword only; the default is below.
+        with_dist_token (bool): A distillation token (DeiT, arXiv
+            2012.12877) after the class token: ``dist_token`` (1, 1, C),
+            ``num_extra_tokens`` = 2, a learned position for it, and
+            ``out_type='cls_token'`` returns the pair (class, distillation)
+            of (B, C) features that mmpretrain's ``DeiTClsHead`` averages.
+            Needs a class token. Keyword only. Defaults to False.
 
         with_cls_token (bool, optional): Prepend a class token. Defaults to
             None: True, unless an operator mixes patch tokens only
@@ -143,8 +99,9 @@ class LinearVisionTransformer(VisionTransformer):
         *,
         attn_cfg,
         pos_embed_type=None,
+        with_dist_token=False,
     ):
-        with_cls_token, out_type, pos_embed_type = _token_layout(
+        with_cls_token, out_type, pos_embed_type = token_layout(
             attn_cfg, with_cls_token, out_type, pos_embed_type
         )
         if pos_embed_type not in POS_EMBED_TYPES:
@@ -187,6 +144,9 @@ class LinearVisionTransformer(VisionTransformer):
             )
         attn_cfgs = self._per_layer_attn_cfgs(attn_cfg)
 
+        self.dist_token = None
+        if with_dist_token:
+            self._add_dist_token(with_cls_token, pos_embed_type)
         self.pos_embed_type = pos_embed_type
         if pos_embed_type == 'sincos':
             if embed_dims % 4 != 0:
@@ -223,6 +183,43 @@ class LinearVisionTransformer(VisionTransformer):
 
         if self.frozen_stages > 0:
             self._freeze_stages()
+
+    def _add_dist_token(self, with_cls_token, pos_embed_type):
+        if not with_cls_token:
+            raise ValueError(
+                'with_dist_token=True needs a class token before it: set '
+                'with_cls_token=True (with an operator that takes one) or '
+                'drop with_dist_token.'
+            )
+        self.num_extra_tokens = 2
+        self.dist_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims))
+        if pos_embed_type == 'learned':
+            rows = self.pos_embed.shape[1] + 1
+            self.pos_embed = nn.Parameter(
+                torch.zeros(1, rows, self.embed_dims)
+            )
+
+    def init_weights(self) -> None:
+        """mmpretrain's init, and the distillation token (if any) drawn
+        like DeiT's (truncated normal, std 0.02)."""
+        super().init_weights()
+        pretrained = (
+            isinstance(self.init_cfg, dict)
+            and self.init_cfg.get('type') == 'Pretrained'
+        )
+        if self.dist_token is not None and not pretrained:
+            trunc_normal_(self.dist_token, std=0.02)
+
+    def _freeze_stages(self) -> None:
+        super()._freeze_stages()
+        # mmpretrain's __init__ freezes before the token exists.
+        if getattr(self, 'dist_token', None) is not None:
+            self.dist_token.requires_grad = False
+
+    def _format_output(self, x: Tensor, hw_shape: tuple[int, int]):
+        if self.dist_token is not None and self.out_type == 'cls_token':
+            return x[:, 0], x[:, 1]
+        return super()._format_output(x, hw_shape)
 
     def train(self, mode: bool = True) -> 'LinearVisionTransformer':
         """Set the training mode; frozen stages (``frozen_stages``) stay in
@@ -261,7 +258,7 @@ class LinearVisionTransformer(VisionTransformer):
                         f'attn_cfg for layer {i} sets {key!r}; it comes from '
                         'arch, remove it.'
                     )
-            _attention_class(cfg['type'])
+            attention_class(cfg['type'])
         return [copy.deepcopy(cfg) for cfg in attn_cfgs]
 
     def _prepare_pos_embed(self, state_dict, prefix, *args, **kwargs):
@@ -305,8 +302,11 @@ class LinearVisionTransformer(VisionTransformer):
         one per ``out_indices`` entry."""
         B = x.shape[0]
         x, hw_shape = self.patch_embed(x)
-        if self.cls_token is not None:
-            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
+        extra = [self.cls_token, self.dist_token]
+        extra = [
+            token.expand(B, -1, -1) for token in extra if token is not None
+        ]
+        x = torch.cat((*extra, x), dim=1)
         # A sin-cos table in at least fp32 (fp64 for an fp64 model).
         table_dtype = torch.promote_types(x.dtype, torch.float32)
         pos = self.position_embedding(hw_shape, x.device, table_dtype)

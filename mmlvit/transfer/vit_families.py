@@ -1,0 +1,213 @@
+"""Which ViT family a timm-layout state dict holds, read off its keys.
+
+A family is a set of structural features beyond the plain ViT/DeiT of
+arXiv:2010.11929 / 2012.12877, each visible in the keys:
+
+- DeiT III (arXiv:2204.07118): a layer scale on both residual branches of
+  every block (``blocks.N.ls1.gamma``, ``blocks.N.ls2.gamma``; the official
+  release names them ``gamma_1``, ``gamma_2``);
+- distilled DeiT (arXiv:2012.12877): a distillation token (``dist_token``)
+  after the class token and a second classifier (``head_dist``);
+- CLIP (arXiv:2103.00020): a LayerNorm before the blocks (``norm_pre``) and
+  a patch embedding without bias.
+
+Families the backbone cannot express yet are recognised by their own keys
+and refused, naming the family: register tokens (DINOv2/v3), attention
+pooling (SigLIP), split q/v biases, SwiGLU and RoPE (EVA-02, DINOv3). So is
+a partial match (layer scale in some blocks only, a second head without its
+token): nothing loads half-read.
+"""
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mmlvit.checkpoint import CheckpointError
+
+from .errors import preview_keys
+
+
+@dataclass(frozen=True)
+class Family:
+    """A ViT family the readers convert.
+
+    Attributes:
+        title (str): Its name in messages.
+        signature (str): The keys that identify it.
+        rule (str): What the reader and the backbone do with what is
+            special to it (logged with every read).
+    """
+
+    title: str
+    signature: str
+    rule: str
+
+
+FAMILIES = {
+    'timm': Family('ViT/DeiT', 'blocks.N.* and patch_embed.proj.*', ''),
+    'deit3': Family(
+        'DeiT III',
+        'a layer scale in every block (blocks.N.ls1.gamma, ls2.gamma)',
+        'layer scales -> layers.N.attn.gamma1 / ffn.gamma2 (component '
+        "'layer_scale'); a class token without a position gets a zero "
+        'pos_embed row (the same function)',
+    ),
+    'deit-distilled': Family(
+        'distilled DeiT',
+        'dist_token (and head_dist with a classifier)',
+        'the distillation token is carried: the student keeps it after the '
+        "class token (with_dist_token=True, component 'cls_token') and its "
+        'DeiTClsHead averages head and head_dist, as timm does at eval',
+    ),
+    'clip': Family(
+        'CLIP',
+        'norm_pre (pre-norm) and a patch embedding without bias',
+        'norm_pre -> pre_norm, no patch bias; the file cannot show the '
+        'activation: configs use QuickGELU and LayerNorm eps 1e-5 (OpenAI '
+        'CLIP); set act_cfg GELU for towers trained with GELU',
+    ),
+}
+_LAYER_SCALE = re.compile(r'blocks\.(\d+)\.(ls[12]\.gamma|gamma_[12])$')
+_BLOCK = re.compile(r'blocks\.(\d+)\.')
+# (pattern over the keys, the family it resembles, what it needs).
+_UNSUPPORTED = (
+    (
+        re.compile(r'(reg_token|storage_tokens)$'),
+        'DINOv2/DINOv3 with registers',
+        'register tokens',
+    ),
+    (
+        re.compile(r'attn_pool\.'),
+        'SigLIP',
+        'an attention-pooling (MAP) head',
+    ),
+    (
+        re.compile(r'blocks\.\d+\.attn\.(q_bias|v_bias)$|(^|\.)rope'),
+        'EVA-02/DINOv3',
+        'split q/v biases and rotary position embedding (RoPE)',
+    ),
+    (
+        re.compile(r'blocks\.\d+\.mlp\.(w12|w3|fc1_g|fc1_x|norm)\.'),
+        'EVA-02/DINOv2-g',
+        'a SwiGLU MLP',
+    ),
+)
+SUPPORTED = (
+    'ViT/DeiT (timm, DeiT, MAE, DINO, MoCo v3, iBOT releases), DeiT III, '
+    'distilled DeiT and CLIP (timm and OpenAI/OpenCLIP layouts)'
+)
+
+
+def identify_family(weights: Mapping, name: str, format: str) -> str:
+    """The family (a key of :data:`FAMILIES`) of timm-layout weights.
+
+    Args:
+        weights (Mapping[str, Tensor]): timm ViT keys.
+        name (str): The file, for messages.
+        format (str): The format asked for; a family's own format
+            (``'deit3'``, ``'deit-distilled'``, ``'clip'``) must be that
+            family.
+
+    Returns:
+        str: ``'timm'`` (plain ViT/DeiT) or a family name.
+
+    Raises:
+        CheckpointError: The keys belong to an unsupported family, match
+            a family partly, or are not the family ``format`` names; the
+            message names the family the file resembles, the keys that do
+            not fit and what is missing.
+    """
+    keys = list(weights)
+    for pattern, family, needs in _UNSUPPORTED:
+        hits = [k for k in keys if pattern.search(k)]
+        if hits:
+            raise CheckpointError(
+                f'{name} (read as {format!r}) looks like {family}: {needs} '
+                f'cannot be converted yet. Keys that do not fit: '
+                f'{preview_keys(hits, 8)}. Supported: {SUPPORTED}.'
+            )
+    found = [f for f in ('deit3', 'deit-distilled', 'clip') if _has(f, keys)]
+    if 'deit3' in found:
+        _check_layer_scale(keys, name)
+    if 'deit-distilled' in found:
+        _check_distilled(keys, name)
+    family = found[0] if found else 'timm'
+    if format in FAMILIES and format != 'timm' and format not in found:
+        wanted = FAMILIES[format]
+        raise CheckpointError(
+            f'{name} is not a {wanted.title} checkpoint: expected '
+            f'{wanted.signature}; missing: {_missing(format, keys)}. It '
+            f'resembles {FAMILIES[family].title}: pass format='
+            f"{family!r} or 'auto'."
+        )
+    return family
+
+
+def _has(family, keys):
+    if family == 'deit3':
+        return any(_LAYER_SCALE.match(k) for k in keys)
+    if family == 'deit-distilled':
+        return any(
+            k == 'dist_token' or k.startswith('head_dist.') for k in keys
+        )
+    return 'norm_pre.weight' in keys
+
+
+def _missing(family, keys):
+    if family == 'deit3':
+        return 'blocks.N.ls1.gamma, blocks.N.ls2.gamma'
+    if family == 'deit-distilled':
+        return 'dist_token' + (
+            ', head_dist.*' if 'head.weight' in keys else ''
+        )
+    return 'norm_pre.weight, norm_pre.bias' + (
+        '; patch_embed.proj.bias should be absent'
+        if 'patch_embed.proj.bias' in keys
+        else ''
+    )
+
+
+def _check_layer_scale(keys, name):
+    blocks = {int(m.group(1)) for m in map(_BLOCK.match, keys) if m}
+    # ('ls1.gamma' | 'gamma_1') -> branch '1'
+    scales = {
+        (int(m.group(1)), re.sub(r'\D', '', m.group(2)))
+        for m in map(_LAYER_SCALE.match, keys)
+        if m
+    }
+    absent = [
+        f'blocks.{i}.ls{branch}.gamma'
+        for i in sorted(blocks)
+        for branch in '12'
+        if (i, branch) not in scales
+    ]
+    if absent:
+        present = [k for k in keys if _LAYER_SCALE.match(k)]
+        raise CheckpointError(
+            f'{name} resembles DeiT III ({FAMILIES["deit3"].signature}) but '
+            f'only partly: it has {preview_keys(present, 6)} and is missing '
+            f'{preview_keys(absent, 6)}. A ViT with layer scale in some '
+            'blocks only is not supported; check that the file is complete.'
+        )
+
+
+def _check_distilled(keys, name):
+    head = 'head.weight' in keys
+    head_dist = any(k.startswith('head_dist.') for k in keys)
+    missing = []
+    if 'dist_token' not in keys:
+        missing.append('dist_token')
+    if head and not head_dist:
+        missing.append('head_dist.weight, head_dist.bias')
+    if head_dist and not head:
+        missing.append('head.weight, head.bias')
+    if missing:
+        fitting = [
+            k for k in keys if k == 'dist_token' or k.startswith('head_dist.')
+        ]
+        raise CheckpointError(
+            f'{name} resembles a distilled DeiT '
+            f'({FAMILIES["deit-distilled"].signature}) but only partly: it '
+            f'has {preview_keys(fitting, 4)} and is missing '
+            f'{"; ".join(missing)}. Check that the file is complete.'
+        )

@@ -1,0 +1,108 @@
+"""Distillation from each new family's teacher through a real mmengine
+Runner: the teacher is the family's architecture with softmax attention,
+read from timm's own file (so it computes timm's function), the GLA
+student starts from MLPCopy (MLPs and layer scales) and trains a few
+iterations on the attention-output loss."""
+
+import math
+
+import pytest
+import torch
+from mmengine.hooks import Hook
+from mmpretrain.structures import DataSample
+from tiny_runs import iter_runner
+from vit_families import (
+    IMAGES,
+    family_classifier,
+    read,
+    save_family,
+    timm_model,
+)
+
+
+class FourImages(torch.utils.data.Dataset):
+    """The same four labelled 3-channel 32 px images every epoch."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        gen = torch.Generator().manual_seed(index)
+        return dict(
+            inputs=torch.randn(3, 32, 32, generator=gen),
+            data_samples=DataSample().set_gt_label(index),
+        )
+
+
+class Logged(Hook):
+    """Every iteration's logged losses, and the student's copied tensors
+    right after the init hook (which runs before this one)."""
+
+    priority = 'LOWEST'
+
+    def __init__(self):
+        self.steps, self.initial = [], None
+
+    def before_train(self, runner):
+        self.initial = {
+            k: v.detach().clone()
+            for k, v in runner.model.student.state_dict().items()
+        }
+
+    def after_train_iter(self, runner, batch_idx, data_batch, outputs):
+        self.steps.append({k: float(v) for k, v in outputs.items()})
+
+
+@pytest.mark.parametrize('family', ['deit3', 'deit-distilled', 'clip'])
+def test_distillation_from_the_family_teacher(family, tmp_path):
+    path = save_family(family, tmp_path / f'{family}.pth')
+    state = read(path)
+    _, teacher = family_classifier(state, 'SoftmaxAttention')
+    _, student = family_classifier(state, 'GatedLinearAttention')
+    logged = Logged()
+    runner = iter_runner(
+        dict(
+            type='AttentionDistiller',
+            student=student,
+            teacher=teacher,
+            teacher_checkpoint=str(path),
+            distill_losses=[dict(type='AttentionOutputMSE', loss_weight=1.0)],
+            data_preprocessor=dict(
+                type='ClsDataPreprocessor',
+                num_classes=10,
+                mean=[0, 0, 0],
+                std=[1, 1, 1],
+            ),
+        ),
+        tmp_path / 'run',
+        FourImages(),
+        batch_size=2,
+        collate='pseudo_collate',
+        iters=3,
+        optimizer=dict(type='AdamW', lr=1e-3),
+        experiment_name=f'distill_{family}',
+        custom_hooks=[
+            dict(type='SoftmaxToLinearInitHook', setting='MLPCopy'),
+            logged,
+        ],
+        randomness=dict(seed=0),
+    )
+    runner.train()
+    # The frozen teacher is timm's model.
+    teacher_model = runner.model.teacher.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(
+            teacher_model(IMAGES, mode='tensor'),
+            timm_model(family)(IMAGES),
+            rtol=0,
+            atol=1e-5,
+        )
+    # MLPCopy gave the student the MLPs and layer scales before training.
+    copied = [k for k in state if '.ffn.' in k or '.gamma1.' in k]
+    assert len(copied) == (12 if family == 'deit3' else 8)
+    for key in copied:
+        assert torch.equal(logged.initial[key], state[key])
+    assert len(logged.steps) == 3
+    for step in logged.steps:
+        assert step['loss_distill'] > 0 and math.isfinite(step['loss'])
+        assert 'attn_out_mse.1' in step

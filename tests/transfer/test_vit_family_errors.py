@@ -1,0 +1,126 @@
+"""Files the family readers refuse: another family than the one named, a
+partial match, a family the backbone cannot express yet, a wrong size.
+Each error names the family the file resembles, the keys that do not fit
+and what is missing."""
+
+import pytest
+import torch
+from tiny_vit import TIMM_FAMILY_TINY, perturbed_timm_model
+from vit_families import family_classifier, read, save_family, timm_model
+
+from mmlvit.checkpoint import CheckpointError
+from mmlvit.models.distillers.teacher import load_teacher_weights
+
+
+def test_a_file_of_another_family_names_what_it_resembles(tmp_path):
+    clip = save_family('clip', tmp_path / 'clip.pth')
+    with pytest.raises(
+        CheckpointError,
+        match=r'not a DeiT III checkpoint: expected a layer scale.*missing: '
+        r"blocks\.N\.ls1\.gamma.*resembles CLIP: pass format='clip'",
+    ):
+        read(clip, 'deit3')
+    deit3 = save_family('deit3', tmp_path / 'deit3.pth')
+    with pytest.raises(
+        CheckpointError,
+        match=r'not a distilled DeiT checkpoint.*missing: dist_token, '
+        r'head_dist.*resembles DeiT III',
+    ):
+        read(deit3, 'deit-distilled')
+    with pytest.raises(CheckpointError, match=r"not a 'openai-clip'"):
+        read(deit3, 'openai-clip')
+
+
+def test_partial_layer_scale_is_refused(tmp_path):
+    state = dict(timm_model('deit3').state_dict())
+    del state['blocks.1.ls2.gamma']
+    with pytest.raises(
+        CheckpointError,
+        match=r'resembles DeiT III .* but only partly: it has .*'
+        r"'blocks\.0\.ls1\.gamma'.* missing \['blocks\.1\.ls2\.gamma'\]",
+    ):
+        read(state)
+
+
+def test_partial_distillation_parts_are_refused():
+    state = dict(timm_model('deit-distilled').state_dict())
+    del state['dist_token']
+    with pytest.raises(
+        CheckpointError,
+        match=r"resembles a distilled DeiT .*'head_dist\.weight'.* missing "
+        r'dist_token',
+    ):
+        read(state)
+
+
+@pytest.mark.parametrize(
+    'name,family,key',
+    [
+        ('vit_small_patch14_reg4_dinov2', 'DINOv2/DINOv3', 'reg_token'),
+        ('vit_base_patch16_siglip_224', 'SigLIP', 'attn_pool.latent'),
+        ('eva02_tiny_patch14_224', 'EVA-02', 'blocks.0.attn.q_bias'),
+    ],
+)
+def test_families_not_supported_yet_are_named(name, family, key, tmp_path):
+    model = perturbed_timm_model(
+        name, **dict(TIMM_FAMILY_TINY, img_size=28, patch_size=14)
+    )
+    path = tmp_path / f'{name}.pth'
+    torch.save(model.state_dict(), path)
+    with pytest.raises(
+        CheckpointError, match=rf'looks like {family}.*{key}.*Supported:'
+    ):
+        read(path)
+
+
+def test_a_wrong_sized_layer_scale_or_token_is_refused():
+    state = dict(timm_model('deit3').state_dict())
+    state['blocks.0.ls1.gamma'] = torch.ones(65)
+    with pytest.raises(
+        CheckpointError,
+        match=r'layers\.0\.attn\.gamma1\.weight \(65,\).* do not fit the '
+        r'model width 64',
+    ):
+        read(state)
+    state = dict(timm_model('deit-distilled').state_dict())
+    state['dist_token'] = torch.zeros(1, 2, 64)
+    with pytest.raises(CheckpointError, match=r'dist_token \(1, 2, 64\)'):
+        read(state)
+
+
+def test_openai_layout_with_foreign_visual_keys_is_refused(tmp_path):
+    path = save_family('clip', tmp_path / 'clip.pth', 'openai')
+    state = torch.load(path, weights_only=True)
+    state['visual.attnpool.q_proj.weight'] = torch.zeros(64, 64)
+    with pytest.raises(
+        CheckpointError,
+        match=r"OpenAI/OpenCLIP.*'visual\.attnpool\.q_proj\.weight'",
+    ):
+        read(state)
+
+
+def test_a_teacher_of_another_size_is_refused(tmp_path):
+    path = save_family('deit3', tmp_path / 'deit3.pth')
+    teacher, _ = family_classifier(read(path), 'SoftmaxAttention')
+    load_teacher_weights(teacher, str(path))  # the right size loads
+    narrow = perturbed_timm_model(
+        'deit3_small_patch16_224', **dict(TIMM_FAMILY_TINY, embed_dim=32)
+    )
+    small, _ = family_classifier(read(narrow.state_dict()), 'SoftmaxAttention')
+    with pytest.raises(
+        CheckpointError,
+        match=r'does not fit the teacher config: the checkpoint is 64 wide, '
+        r'the teacher config 32',
+    ):
+        load_teacher_weights(small, str(path))
+
+
+def test_a_distillation_token_needs_a_class_token():
+    state = read(timm_model('deit-distilled').state_dict())
+    with pytest.raises(ValueError, match='with_dist_token=True needs a class'):
+        family_classifier(
+            state,
+            'GatedLinearAttention',
+            with_cls_token=False,
+            out_type='avg_featmap',
+        )

@@ -1,0 +1,114 @@
+"""The ViT families of the family tests: timm's own models at tiny sizes
+(perturbed random weights), their files in the real key layouts, and the
+classifiers LinearVisionTransformer builds for them."""
+
+import functools
+
+import torch
+from mmengine.registry import init_default_scope
+from mmpretrain.registry import MODELS
+from tiny_vit import TIMM_FAMILY_TINY, perturbed_timm_model
+
+import mmlvit  # noqa: F401
+from mmlvit.transfer import infer_vit_arch, load_softmax_checkpoint
+from mmlvit.utils.logs import INIT_DUMP, drop_messages
+
+# family (the reader's format name) -> timm model name.
+TIMM_NAMES = {
+    'deit3': 'deit3_small_patch16_224',
+    'deit-distilled': 'deit_tiny_distilled_patch16_224',
+    'clip': 'vit_base_patch16_clip_quickgelu_224',
+}
+# Two images of the tiny models' size.
+IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+
+
+@functools.cache
+def timm_model(family):
+    """timm's model of ``family`` (tiny, perturbed, eval mode)."""
+    return perturbed_timm_model(TIMM_NAMES[family], **TIMM_FAMILY_TINY)
+
+
+def openai_layout(state):
+    """A timm CLIP state dict in OpenAI's / OpenCLIP's layout (the image
+    tower under ``visual.``, with a stand-in text tower), by the known
+    key correspondence; ``head.bias`` has no place there (CLIP's
+    projection has none)."""
+    visual = {
+        'conv1.weight': state['patch_embed.proj.weight'],
+        'class_embedding': state['cls_token'].reshape(-1),
+        'positional_embedding': state['pos_embed'][0],
+        'ln_pre.weight': state['norm_pre.weight'],
+        'ln_pre.bias': state['norm_pre.bias'],
+        'ln_post.weight': state['norm.weight'],
+        'ln_post.bias': state['norm.bias'],
+        'proj': state['head.weight'].t().contiguous(),
+    }
+    names = dict(
+        norm1='ln_1',
+        norm2='ln_2',
+        **{'mlp.fc1': 'mlp.c_fc', 'mlp.fc2': 'mlp.c_proj'},
+        **{'attn.proj': 'attn.out_proj'},
+    )
+    for key, value in state.items():
+        if not key.startswith('blocks.'):
+            continue
+        _, index, rest = key.split('.', 2)
+        module, kind = rest.rsplit('.', 1)
+        if module == 'attn.qkv':
+            rest = f'attn.in_proj_{kind}'
+        else:
+            rest = f'{names[module]}.{kind}'
+        visual[f'transformer.resblocks.{index}.{rest}'] = value
+    text = {
+        'token_embedding.weight': torch.zeros(50, 32),
+        'positional_embedding': torch.zeros(7, 32),
+        'transformer.resblocks.0.attn.in_proj_weight': torch.zeros(96, 32),
+        'ln_final.weight': torch.ones(32),
+        'text_projection': torch.zeros(32, 10),
+        'logit_scale': torch.tensor(4.6),
+    }
+    return {**{f'visual.{k}': v for k, v in visual.items()}, **text}
+
+
+def save_family(family, path, layout='timm'):
+    """Save ``family``'s timm model as its release would: timm's state
+    dict, or (``layout='openai'``) CLIP's OpenAI layout; returns path."""
+    state = timm_model(family).state_dict()
+    if layout == 'openai':
+        state = openai_layout(state)
+    torch.save(state, path)
+    return path
+
+
+def family_classifier(state, attn, seed=0, **backbone):
+    """The ImageClassifier of a converted state dict's family (shape,
+    layer scale, distillation token, pre-norm, head type read off the
+    weights) with the operator ``attn``, after init_weights()."""
+    init_default_scope('mmpretrain')
+    arch = infer_vit_arch(state, num_heads=TIMM_FAMILY_TINY['num_heads'])
+    cfg = dict(
+        type='ImageClassifier',
+        backbone=dict(
+            type='LinearVisionTransformer',
+            arch=arch.arch,
+            img_size=arch.img_size,
+            patch_size=arch.patch_size,
+            attn_cfg=dict(type=attn),
+            **(arch.backbone_options() | backbone),
+        ),
+        head=dict(
+            type=arch.head_type,
+            num_classes=arch.num_classes,
+            in_channels=arch.embed_dims,
+        ),
+    )
+    torch.manual_seed(seed)
+    model = MODELS.build(cfg)
+    with drop_messages(INIT_DUMP):
+        model.init_weights()
+    return model, cfg
+
+
+def read(path, format='auto'):
+    return load_softmax_checkpoint(path, format=format)
