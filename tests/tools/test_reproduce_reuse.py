@@ -12,7 +12,8 @@ from lab.reproduction.classification.records import RunResult
 from lab.reproduction.records import read_results
 
 FULL = (
-    'patch_embed pos_embed cls_token norms attn_qkv attn_proj mlp final_norm'
+    'patch_embed pos_embed cls_token norms attn_qkv attn_proj mlp '
+    'layer_scale final_norm'
 )
 
 

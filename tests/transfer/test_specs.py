@@ -16,14 +16,16 @@ from mmlvit.transfer import (
 EMBEDDINGS = {'patch_embed', 'pos_embed', 'cls_token'}
 NORMS = {'norms', 'final_norm'}
 ATTENTION = {'attn_qkv', 'attn_proj'}
-FULL = EMBEDDINGS | NORMS | ATTENTION | {'mlp'}
+# The MLPs as MLPCopy copies them: with the layer scales (DeiT III's).
+MLP = {'mlp', 'layer_scale'}
+FULL = EMBEDDINGS | NORMS | ATTENTION | MLP
 # The leave-one-out grid's settings, restated from the paper's components.
 GRID = {
     'random': ('Random', set()),
-    'mlpcopy': ('MLPCopy', {'mlp'}),
-    'mlpcopy+norms': ('MLPCopy', {'mlp'} | NORMS),
-    'mlpcopy+embeddings': ('MLPCopy', {'mlp'} | EMBEDDINGS),
-    'fullcopy-attn': ('FullCopy', {'mlp'} | NORMS | EMBEDDINGS),
+    'mlpcopy': ('MLPCopy', MLP),
+    'mlpcopy+norms': ('MLPCopy', MLP | NORMS),
+    'mlpcopy+embeddings': ('MLPCopy', MLP | EMBEDDINGS),
+    'fullcopy-attn': ('FullCopy', MLP | NORMS | EMBEDDINGS),
     'fullcopy-mlp': ('FullCopy', FULL - {'mlp'}),
     'fullcopy': ('FullCopy', FULL),
 }
@@ -45,7 +47,7 @@ def test_terms_apply_left_to_right_in_component_order():
         spec_policy('mlpcopy+norms+embeddings').components
         == spec_policy('fullcopy-attn').components
         == ('patch_embed', 'pos_embed', 'cls_token', 'norms', 'mlp')
-        + ('final_norm',)
+        + ('layer_scale', 'final_norm')
     )
     assert spec_policy('random+norms-final_norm').components == ('norms',)
     assert spec_policy('random+head+attn_qkv').components == (
@@ -70,7 +72,8 @@ def test_a_setting_with_a_hyphen_is_read_whole():
             'mlpcopy+norm',
             "Component spec 'mlpcopy+norm': unknown component 'norm'; choose "
             'from embeddings, attn, norms, patch_embed, pos_embed, '
-            'cls_token, attn_qkv, attn_proj, mlp, final_norm, head.',
+            'cls_token, attn_qkv, attn_proj, mlp, layer_scale, final_norm, '
+            'head.',
         ),
         (
             'mlp+norms',
@@ -95,7 +98,7 @@ def test_a_setting_with_a_hyphen_is_read_whole():
             "Component spec 'fullcopy-attn+': cannot read '-attn+'; write "
             'terms as +NAME or -NAME with NAME one of embeddings, attn, '
             'norms, patch_embed, pos_embed, cls_token, attn_qkv, attn_proj, '
-            'mlp, final_norm, head.',
+            'mlp, layer_scale, final_norm, head.',
         ),
         (
             'mimetic+attn',
@@ -117,7 +120,8 @@ def test_components_text():
 
 def test_a_spec_copies_exactly_its_components(init_copy):
     """The policy of ``mlpcopy+norms`` applied to a linear student copies
-    the MLPs and every LayerNorm, nothing else; the report says so."""
+    the MLPs and every LayerNorm, nothing else (the tiny ViT has no layer
+    scales); the report says so."""
     policy = spec_policy('mlpcopy+norms')
     ckpt, fresh, student, report = init_copy(
         backbone_cfg('ReLULinearAttention'),
@@ -126,7 +130,7 @@ def test_a_spec_copies_exactly_its_components(init_copy):
     )
     copied = {k for k in ckpt if component_of(k) in {'mlp'} | NORMS}
     assert set(report.keys('copied')) == copied
-    assert "copied components=['norms', 'mlp', 'final_norm']" in (
+    assert "components=['norms', 'mlp', 'layer_scale', 'final_norm']" in (
         report.table()
     )
     params = dict(student.named_parameters())
