@@ -26,7 +26,11 @@ TRAINING = {
     'food101_lvit.py': ('Food101', 101, 'train', 'test', 'file'),
     'flowers102_lvit.py': ('Flowers102', 102, 'train', 'test', 'file'),
     'pets_lvit.py': ('OxfordIIITPet', 37, 'trainval', 'test', 'file'),
+    'fashion_mnist_lvit.py': ('FashionMNIST', 10, 'train', 'test', 'grey'),
 }
+# Your own image folders (CustomDataset, data_prefix train/ and val/;
+# trained end to end by tests/tools/test_convert_datasets.py).
+FOLDER = 'image_folder_lvit.py'
 OOD = {
     'imagenet-a_lvit.py': ('ImageNetSubset', 'SubsetAccuracy'),
     'imagenet-r_lvit.py': ('ImageNetSubset', 'SubsetAccuracy'),
@@ -52,6 +56,8 @@ def sample(kind, tmp_path):
         return dict(img_path=str(path), gt_label=1)
     if kind == 'rgb_array':  # mmpretrain's CIFAR yields RGB arrays
         return dict(img=pixels[:32, :32].copy(), gt_label=1)
+    if kind == 'grey':  # mmpretrain's MNIST family yields (H, W) arrays
+        return dict(img=pixels[:28, :28, 0].copy(), gt_label=1)
     return dict(img=pixels[..., ::-1].copy(), gt_label=1)  # BGR, as STL10
 
 
@@ -62,7 +68,7 @@ def build_lazily(dataset_cfg):
 
 def test_every_dataset_config_is_covered():
     names = {n for n in os.listdir(DATASETS_DIR) if n.endswith('_lvit.py')}
-    assert names == set(TRAINING) | set(OOD)
+    assert names == set(TRAINING) | set(OOD) | {FOLDER}
 
 
 @pytest.mark.parametrize('name', sorted(TRAINING))
@@ -94,11 +100,15 @@ def test_training_config(name, tmp_path):
         assert tuple(inputs.shape) == (3, 224, 224)
         assert packed['data_samples'].gt_label.tolist() == [1]
     # The test pipeline is deterministic and leaves a constant colour
-    # unchanged, in BGR order as the preprocessor (to_rgb=True) expects.
+    # unchanged, in BGR order as the preprocessor (to_rgb=True) expects (a
+    # grey image in all three channels).
     inputs = test.pipeline(sample(source, tmp_path))['inputs']
-    assert inputs.reshape(3, -1).unique(dim=1).flatten().tolist() == list(
-        RGB[::-1]
-    )
+    colour = [RGB[0]] * 3 if source == 'grey' else list(RGB[::-1])
+    assert inputs.reshape(3, -1).unique(dim=1).flatten().tolist() == colour
+
+
+# The first steps that bring an image into the recipe's pipeline.
+LOADING = ('LoadImageFromFile', 'PILToNumpy', 'MatchChannels')
 
 
 def test_recipe_augmentations():
@@ -123,14 +133,10 @@ def test_recipe_augmentations():
     for name in TRAINING:
         other = load(name)
         assert [
-            t
-            for t in other.train_pipeline
-            if t['type'] not in ('LoadImageFromFile', 'PILToNumpy')
+            t for t in other.train_pipeline if t['type'] not in LOADING
         ] == cfg.train_pipeline[1:], name
         assert [
-            t
-            for t in other.test_pipeline
-            if t['type'] not in ('LoadImageFromFile', 'PILToNumpy')
+            t for t in other.test_pipeline if t['type'] not in LOADING
         ] == cfg.test_pipeline[1:], name
 
 
@@ -168,7 +174,25 @@ def test_ood_config(name, tmp_path):
     assert tuple(packed['inputs'].shape) == (3, 224, 224)
 
 
-@pytest.mark.parametrize('name', sorted(TRAINING) + sorted(OOD))
+def test_image_folder_config(tmp_path):
+    """Classes from the folders of data_prefix train/ and val/; images
+    read in colour through the recipe, as the other datasets."""
+    cfg = load(FOLDER)
+    assert cfg.data_preprocessor.mean == [123.675, 116.28, 103.53]
+    train = build_lazily(cfg.train_dataloader.dataset)
+    test = build_lazily(cfg.test_dataloader.dataset)
+    assert type(train).__name__ == type(test).__name__ == 'CustomDataset'
+    assert not train.test_mode and test.test_mode
+    assert (
+        cfg.train_dataloader.dataset.data_prefix,
+        cfg.test_dataloader.dataset.data_prefix,
+    ) == ('train', 'val')
+    for dataset in (train, test):
+        packed = dataset.pipeline(sample('file', tmp_path))
+        assert tuple(packed['inputs'].shape) == (3, 224, 224)
+
+
+@pytest.mark.parametrize('name', sorted(TRAINING) + sorted(OOD) + [FOLDER])
 def test_missing_data_root_names_the_field(name, tmp_path):
     cfg = load(name)
     missing = str(tmp_path / 'missing')
