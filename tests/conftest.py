@@ -1,6 +1,7 @@
 """Fixtures shared by the whole suite."""
 
 import importlib.util
+import os
 import os.path as osp
 import sys
 
@@ -103,3 +104,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if 'cuda' in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def keep_threads():
+    """For tools whose main() changes to the repository and sets torch's
+    thread count: restore this process's."""
+    cwd, threads = os.getcwd(), torch.get_num_threads()
+    yield
+    os.chdir(cwd)
+    torch.set_num_threads(threads)

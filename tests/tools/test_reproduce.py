@@ -140,20 +140,6 @@ def test_report_prints_markdown(grid_run, repo_root, python):
 # The tool's modules, in process (no training below this line).
 
 
-@pytest.fixture
-def keep_threads():
-    """main() changes to the repository and sets torch's thread count;
-    restore this process's."""
-    import os
-
-    import torch
-
-    cwd, threads = os.getcwd(), torch.get_num_threads()
-    yield
-    os.chdir(cwd)
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.usefixtures('keep_threads')
 def test_missing_teacher_is_an_error_not_a_new_teacher(tmp_path):
     """A mistyped --teacher stops the tool, naming the path and the flag

@@ -5,18 +5,15 @@ images."""
 
 import argparse
 import csv
-import os
 import re
 import shutil
 
 import pytest
-import torch
 from tool_runs import run_ok
 
 from lab.reproduction import records as engine_records
 from lab.reproduction.classification import cli, component_report, configs
 from lab.reproduction.classification.records import Run, RunResult
-from lab.reproduction.classification.runner import grid
 
 NO_ATTENTION = (
     'patch_embed pos_embed cls_token norms mlp layer_scale final_norm'
@@ -40,18 +37,11 @@ def test_the_scripted_grid_is_the_leave_one_out_grid(repo_root):
     """Seven settings without distillation and two with, ReLU and GLA,
     3 seeds: 54 runs per target."""
     settings = script_settings(repo_root)
-    args = cli.parse_args(
-        ['--operators', 'relu', 'gla', '--settings', *settings]
-        + ['--distill', 'off', '--seeds', '0', '1', '2']
-    )
-    runs = grid(
-        args.operators,
-        args.settings,
-        args.distill,
-        args.lambdas,
-        args.epochs,
-        args.seeds,
-        ['fashion-mnist-5k'],
+    runs = cli.grid_runs(
+        cli.parse_args(
+            ['--operators', 'relu', 'gla', '--settings', *settings]
+            + ['--distill', 'off', '--seeds', '0', '1', '2']
+        )
     )
     assert len(runs) == 54
     assert {(r.setting, r.distill) for r in runs} == {
@@ -262,16 +252,6 @@ def test_one_schedule_per_report():
         SystemExit, match=r'at one schedule; the CSV holds epochs \[10, 40\]'
     ):
         component_report.tables(results)
-
-
-@pytest.fixture
-def keep_threads():
-    """main() changes to the repository and sets torch's thread count;
-    restore this process's."""
-    cwd, threads = os.getcwd(), torch.get_num_threads()
-    yield
-    os.chdir(cwd)
-    torch.set_num_threads(threads)
 
 
 @pytest.mark.usefixtures('keep_threads')

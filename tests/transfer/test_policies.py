@@ -16,17 +16,10 @@ from mmlvit.transfer import (
 )
 
 # The paper's settings table, restated independently of mmlvit's own.
-FULL = {
-    'patch_embed',
-    'pos_embed',
-    'cls_token',
-    'norms',
-    'attn_qkv',
-    'attn_proj',
-    'mlp',
-    'layer_scale',
-    'final_norm',
-}
+FULL = set(
+    'patch_embed pos_embed cls_token norms attn_qkv attn_proj mlp '
+    'layer_scale final_norm'.split()
+)
 # Layer scales (DeiT III) go with every copying setting: the paper's ViTs
 # have none, so its table is unchanged for them.
 PAPER_TABLE = {

@@ -12,23 +12,30 @@ from mmlvit.checkpoint import CheckpointError
 from mmlvit.models.distillers.teacher import load_teacher_weights
 
 
-def test_a_file_of_another_family_names_what_it_resembles(tmp_path):
-    clip = save_family('clip', tmp_path / 'clip.pth')
-    with pytest.raises(
-        CheckpointError,
-        match=r'not a DeiT III checkpoint: expected a layer scale.*missing: '
-        r"blocks\.N\.ls1\.gamma.*resembles CLIP: pass format='clip'",
-    ):
-        read(clip, 'deit3')
-    deit3 = save_family('deit3', tmp_path / 'deit3.pth')
-    with pytest.raises(
-        CheckpointError,
-        match=r'not a distilled DeiT checkpoint.*missing: dist_token, '
-        r'head_dist.*resembles DeiT III',
-    ):
-        read(deit3, 'deit-distilled')
-    with pytest.raises(CheckpointError, match=r"not a 'openai-clip'"):
-        read(deit3, 'openai-clip')
+@pytest.mark.parametrize(
+    'family, format, message',
+    [
+        (
+            'clip',
+            'deit3',
+            r'not a DeiT III checkpoint: expected a layer scale.*missing: '
+            r"blocks\.N\.ls1\.gamma.*resembles CLIP: pass format='clip'",
+        ),
+        (
+            'deit3',
+            'deit-distilled',
+            r'not a distilled DeiT checkpoint.*missing: dist_token, '
+            r'head_dist.*resembles DeiT III',
+        ),
+        ('deit3', 'openai-clip', r"not a 'openai-clip'"),
+    ],
+)
+def test_a_file_of_another_family_names_what_it_resembles(
+    family, format, message, tmp_path
+):
+    path = save_family(family, tmp_path / f'{family}.pth')
+    with pytest.raises(CheckpointError, match=message):
+        read(path, format)
 
 
 def test_partial_layer_scale_is_refused(tmp_path):

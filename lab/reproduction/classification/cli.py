@@ -204,6 +204,19 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def grid_runs(args) -> list:
+    """The runs the parsed command line asks for (``runner.grid``)."""
+    return runner.grid(
+        args.operators,
+        args.settings,
+        args.distill,
+        args.lambdas,
+        args.epochs,
+        args.seeds,
+        args.targets,
+    )
+
+
 def main(argv=None):
     """Run the grid (or only report on ``--out``); return the results in
     the CSV (a list of ``RunResult``)."""
@@ -231,15 +244,7 @@ def main(argv=None):
     print(teacher_line(teacher))
     if args.teacher_only:
         return []
-    runs = runner.grid(
-        args.operators,
-        args.settings,
-        args.distill,
-        args.lambdas,
-        args.epochs,
-        args.seeds,
-        args.targets,
-    )
+    runs = grid_runs(args)
     if args.reuse:
         copied = runner.reuse_results(args.reuse, runs, args.out)
         print(f'{copied} results copied from {", ".join(args.reuse)}.')
