@@ -142,6 +142,13 @@ COMMITTED = {
         *['mlpcopy', 'mlpcopy+distill', 'fullcopy+distill', 'softmax'],
         *['--epochs', '10', '40'],
     ],
+    'components': [
+        *['--targets', 'fashion-mnist-5k', 'mnist-5k'],
+        *['--operators', 'relu', 'gla', '--settings', 'random', 'mlpcopy'],
+        *['mlpcopy+norms', 'mlpcopy+embeddings', 'fullcopy-attn'],
+        *['fullcopy-mlp', 'fullcopy', 'fullcopy-attn+distill'],
+        *['fullcopy+distill', '--distill', 'off', '--seeds', '0', '1', '2'],
+    ],
     'dense_fashion_mnist': ['--seeds', '0', '1', '2'],
 }
 
