@@ -27,10 +27,9 @@ import os.path as osp
 import sys
 
 from mmlvit.apis import (
-    IMAGE_FOLDER,
     add_init_arguments,
     convert_to_student,
-    image_folder_classes,
+    dataset_classes,
     recipe_datasets,
     resolve_operator,
 )
@@ -77,13 +76,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     try:
         resolve_operator(args.operator)
-        if args.dataset == IMAGE_FOLDER:
-            if args.data_root is None:
-                raise ValueError(
-                    f'--dataset {IMAGE_FOLDER} needs --data-root DIR, the '
-                    'folder holding train/<class>/ and val/<class>/.'
-                )
-            image_folder_classes(args.data_root)
+        dataset_classes(args.dataset, args.data_root)
     except ValueError as err:
         parser.error(str(err))
     return args

@@ -5,6 +5,7 @@ checkpoint into a student and the config that trains it."""
 from .convert import (
     IMAGE_FOLDER,
     convert_to_student,
+    dataset_classes,
     image_folder_classes,
     recipe_datasets,
     resolve_operator,
@@ -18,6 +19,7 @@ from .student import (
 
 __all__ = [
     'IMAGE_FOLDER',
+    'dataset_classes',
     'image_folder_classes',
     'add_init_arguments',
     'convert_to_student',

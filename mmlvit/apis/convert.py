@@ -92,6 +92,24 @@ def image_folder_classes(data_root: str) -> list[str]:
     return found['train']
 
 
+def dataset_classes(dataset: str, data_root: str | None) -> int | None:
+    """The number of classes the written config must set: the image
+    folder's (:func:`image_folder_classes`), None for a recipe dataset
+    (its config has them).
+
+    Raises:
+        ValueError: ``'folder'`` without ``data_root``, or a wrong layout.
+    """
+    if dataset != IMAGE_FOLDER:
+        return None
+    if data_root is None:
+        raise ValueError(
+            f'--dataset {IMAGE_FOLDER} needs --data-root DIR, the folder '
+            'holding train/<class>/ and val/<class>/.'
+        )
+    return len(image_folder_classes(data_root))
+
+
 def _data_text(data_root: str | None, num_classes: int | None) -> str:
     """Config lines pointing every loader at ``data_root`` and setting the
     classes and the top-k metric they allow (empty when neither is
@@ -263,14 +281,7 @@ def convert_to_student(
             f'Unknown dataset {dataset!r}; the recipe has '
             f'{", ".join(recipe_datasets())}.'
         )
-    num_classes = None
-    if dataset == IMAGE_FOLDER:
-        if data_root is None:
-            raise ValueError(
-                f'--dataset {IMAGE_FOLDER} needs --data-root DIR, the folder '
-                'holding train/<class>/ and val/<class>/.'
-            )
-        num_classes = len(image_folder_classes(data_root))
+    num_classes = dataset_classes(dataset, data_root)
     source = SoftmaxCheckpoint(src, format)  # read once, used twice
     arch = infer_vit_arch(source.state_dict, num_heads, name=str(src))
     arch_name = (
