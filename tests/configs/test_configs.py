@@ -148,7 +148,8 @@ def _base_paths(tree, folder):
 def _stated_values(tree):
     """(key path, source line) of every value a config states: its
     top-level names and, inside ``dict(...)`` calls, every keyword (nested
-    dict calls as deeper paths)."""
+    dict calls as deeper paths). A name with two leading underscores is not
+    a key of the resolved config: it is checked where it is used."""
 
     def walk(node, path):
         if (
@@ -166,7 +167,9 @@ def _stated_values(tree):
     for statement in tree.body:
         if isinstance(statement, ast.Assign):
             for target in statement.targets:
-                if isinstance(target, ast.Name) and target.id != '_base_':
+                if isinstance(target, ast.Name) and not (
+                    target.id == '_base_' or target.id.startswith('__')
+                ):
                     yield from walk(statement.value, (target.id,))
 
 
