@@ -71,12 +71,29 @@ def openai_layout(state):
     return {**{f'visual.{k}': v for k, v in visual.items()}, **text}
 
 
+def official_deit3_layout(state):
+    """A timm DeiT III state dict as the official release holds it: the
+    layer scales named ``gamma_1``/``gamma_2``, everything under
+    ``model``."""
+    names = {'ls1.gamma': 'gamma_1', 'ls2.gamma': 'gamma_2'}
+    renamed = {}
+    for key, value in state.items():
+        for timm_name, official in names.items():
+            if key.endswith(timm_name):
+                key = key[: -len(timm_name)] + official
+        renamed[key] = value
+    return {'model': renamed}
+
+
 def save_family(family, path, layout='timm'):
     """Save ``family``'s timm model as its release would: timm's state
-    dict, or (``layout='openai'``) CLIP's OpenAI layout; returns path."""
+    dict, or CLIP's OpenAI layout (``layout='openai'``), or DeiT III's
+    official one (``'official'``); returns path."""
     state = timm_model(family).state_dict()
     if layout == 'openai':
         state = openai_layout(state)
+    elif layout == 'official':
+        state = official_deit3_layout(state)
     torch.save(state, path)
     return path
 

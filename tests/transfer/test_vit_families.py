@@ -21,6 +21,7 @@ from mmlvit.transfer import COMPONENTS, apply_init, component_of, readers
 
 CASES = [
     ('deit3', 'timm', 'deit3'),
+    ('deit3', 'official', 'deit3'),
     ('deit-distilled', 'timm', 'deit-distilled'),
     ('clip', 'timm', 'clip'),
     ('clip', 'openai', 'openai-clip'),
@@ -68,10 +69,13 @@ def test_auto_detects_each_family_and_logs_its_rule(tmp_path, monkeypatch):
         readers, 'print_log', lambda msg, **kwargs: logged.append(msg)
     )
     for family, layout, format in CASES:
-        read(save_family(family, tmp_path / f'{format}.pth', layout))
-        assert f"as a '{format}' checkpoint" in logged[-1]
-    deit3, distilled, clip, openai = logged
-    assert 'layer scales -> layers.N.attn.gamma1' in deit3
+        read(save_family(family, tmp_path / f'{family}-{layout}.pth', layout))
+        # DeiT III's official file is in the DeiT release's layout.
+        detected = 'deit' if layout == 'official' else format
+        assert f"as a '{detected}' checkpoint" in logged[-1]
+    deit3, official, distilled, clip, openai = logged
+    for text in (deit3, official):
+        assert 'DeiT III: layer scales -> layers.N.attn.gamma1' in text
     assert 'the distillation token is carried' in distilled
     assert 'QuickGELU' in clip and 'dropped' not in clip
     # OpenAI's file: the text tower is dropped, and said so.
