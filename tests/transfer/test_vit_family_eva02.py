@@ -51,16 +51,17 @@ def test_fullcopy_softmax_student_computes_the_timm_model(layout, tmp_path):
 
 
 def test_rope_follows_another_resolution(tmp_path):
-    """70 px (a 5 x 5 grid for a 4 x 4 table): with the learned positions
-    zeroed (their resize is mmpretrain's, not timm's), the rotary tables
-    for the new grid give timm's function."""
+    """70 and 84 px (5 x 5 and 6 x 6 grids for a 4 x 4 table): with the
+    learned positions zeroed (their resize is mmpretrain's, not timm's),
+    the rotary tables for the new grid give timm's function."""
     timm_model = copy.deepcopy(family_model('eva02'))
     with torch.no_grad():
         timm_model.pos_embed.zero_()
     path = tmp_path / 'eva02.pth'
     torch.save(timm_model.state_dict(), path)
     model = fullcopy_student(path)
-    assert_same_function(model, timm_model, images('eva02', size=70))
+    for size in (70, 84):
+        assert_same_function(model, timm_model, images('eva02', size=size))
 
 
 def test_auto_detects_eva02_and_logs_the_zero_key_bias(tmp_path, monkeypatch):

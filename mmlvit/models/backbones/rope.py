@@ -95,19 +95,21 @@ class AxialRope(nn.Module):
         self.min_period, self.max_period = min_period, max_period
         self.half = type == 'dinov3' if rotate_half is None else rotate_half
 
-    def frequencies(self, dtype=torch.float32) -> torch.Tensor:
-        """Angular frequency of each of the d/4 pairs of one axis: (d/4,)."""
+    def axis_angles(self, coords: torch.Tensor) -> torch.Tensor:
+        """Angles of the d/4 pairs of one axis at coordinates (...,):
+        (..., d/4), computed as the reference implementations do (EVA-02:
+        ``t * f``, DINOv3: ``2 pi t / period``)."""
         bands = self.head_dims // 4
-        exponents = torch.arange(bands, dtype=dtype) / bands
+        exponents = torch.arange(bands, dtype=coords.dtype) / bands
         if self.type == 'eva02':
-            return self.temperature**-exponents
+            return coords[..., None] * (1.0 / self.temperature**exponents)
         if self.min_period is not None and self.max_period is not None:
             ratio = self.max_period / self.min_period
-            steps = torch.linspace(0, 1, bands, dtype=dtype)
+            steps = torch.linspace(0, 1, bands, dtype=coords.dtype)
             periods = self.min_period * ratio**steps
         else:
             periods = self.temperature**exponents
-        return 2 * math.pi / periods
+        return 2 * math.pi * coords[..., None] / periods
 
     def coordinates(self, hw_shape, dtype=torch.float32):
         """Row and column coordinate of each axis: ((H,), (W,))."""
@@ -140,9 +142,7 @@ class AxialRope(nn.Module):
         H, W = hw_shape
         rows, cols = self.coordinates(hw_shape, dtype)
         grid = torch.stack(torch.meshgrid(rows, cols, indexing='ij'), -1)
-        angles = (grid.reshape(H * W, 2, 1) * self.frequencies(dtype)).flatten(
-            1
-        )
+        angles = self.axis_angles(grid.reshape(H * W, 2)).flatten(1)
         if self.half:
             angles = torch.cat((angles, angles), dim=-1)
         else:
