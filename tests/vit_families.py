@@ -18,6 +18,16 @@ TIMM_NAMES = {
     'deit3': 'deit3_small_patch16_224',
     'deit-distilled': 'deit_tiny_distilled_patch16_224',
     'clip': 'vit_base_patch16_clip_quickgelu_224',
+    # EVA-02: packed SwiGLU and q/v biases (tiny, small), or q/k/v
+    # projections and a SwiGLU with its hidden norm (base, large).
+    'eva02': 'eva02_tiny_patch14_224',
+    'eva02-base': 'eva02_base_patch14_224',
+}
+# Sizes other than TIMM_FAMILY_TINY's: EVA-02's patch 14 on 56 px, any
+# image size at run time (its RoPE and positions follow the grid).
+TIMM_SIZES = {
+    name: dict(img_size=56, patch_size=14, dynamic_img_size=True)
+    for name in ('eva02', 'eva02-base')
 }
 # Two images of the tiny models' size.
 IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
@@ -26,7 +36,17 @@ IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
 @functools.cache
 def timm_model(family):
     """timm's model of ``family`` (tiny, perturbed, eval mode)."""
-    return perturbed_timm_model(TIMM_NAMES[family], **TIMM_FAMILY_TINY)
+    sizes = TIMM_FAMILY_TINY | TIMM_SIZES.get(family, {})
+    return perturbed_timm_model(TIMM_NAMES[family], **sizes)
+
+
+def images(family, size=None, seed=3):
+    """Two images of the family's tiny size (or ``size``)."""
+    if size is None and family not in TIMM_SIZES:
+        return IMAGES
+    size = size or TIMM_SIZES[family]['img_size']
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(2, 3, size, size, generator=generator)
 
 
 def openai_layout(state):

@@ -9,7 +9,9 @@ the head. The heads follow the standard ViT zoo (ViT-Ti/S/B/L/H: 3, 6, 12,
 The family's structure is read off its keys too: layer scales (DeiT III), a
 distillation token (distilled DeiT), a pre-norm without patch bias (CLIP,
 whose QuickGELU and LayerNorm eps 1e-5 the weights cannot show: they are
-taken as OpenAI's CLIP has them).
+taken as OpenAI's CLIP has them), a SwiGLU MLP with or without a hidden
+norm, average pooling with ``fc_norm`` and no final norm, and (from the
+family the reader found) EVA-02's rotary positions.
 """
 
 import math
@@ -29,6 +31,10 @@ ZOO_NAMES = ('deit-tiny', 'deit-small', 'deit-base', 'large', 'huge')
 _BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')
 _PATCH = 'backbone.patch_embed.projection.weight'
 _FFN = 'backbone.layers.0.ffn.layers.0.0.weight'
+_SWIGLU = 'backbone.layers.0.ffn.w12.weight'
+# EVA-02's rotary positions: every release is scaled to the 16 x 16 grid it
+# was pre-trained on (224 px, patch 14).
+EVA02_ROPE = dict(type='eva02', ref_feat_shape=(16, 16))
 _HEAD = 'head.layers.head.weight'
 
 
@@ -50,6 +56,12 @@ class ViTArch:
         dist_token (bool): A distillation token and a second head.
         pre_norm (bool): A LayerNorm before the blocks (CLIP).
         patch_bias (bool): The patch embedding has a bias.
+        ffn_type (str): ``'origin'`` (MLP), ``'swiglu'`` or
+            ``'swiglu_norm'`` (EVA-02's hidden LayerNorm), see
+            ``LinearTransformerEncoderLayer``.
+        avg_pool (bool): Average-pooled patches with a norm after the
+            pooling (timm's ``fc_norm``) and no final norm.
+        rope (dict, optional): The backbone's ``rope_cfg`` (EVA-02).
     """
 
     embed_dims: int
@@ -65,6 +77,9 @@ class ViTArch:
     dist_token: bool = False
     pre_norm: bool = False
     patch_bias: bool = True
+    ffn_type: str = 'origin'
+    avg_pool: bool = False
+    rope: dict | None = None
 
     def backbone_options(self) -> dict:
         """What ``LinearVisionTransformer`` needs beyond the shape to
@@ -86,6 +101,13 @@ class ViTArch:
         if self.patch_bias == self.pre_norm:
             # mmpretrain drops the patch bias exactly with pre_norm.
             options['patch_cfg'] = dict(bias=self.patch_bias)
+        if self.ffn_type != 'origin':
+            layer_cfgs = options.setdefault('layer_cfgs', {})
+            layer_cfgs['ffn_type'] = self.ffn_type
+        if self.avg_pool:
+            options.update(out_type='avg_featmap', final_norm=False)
+        if self.rope is not None:
+            options['rope_cfg'] = dict(self.rope)
         return options
 
     @property
@@ -142,6 +164,9 @@ class ViTArch:
                 (self.dist_token, 'distillation token'),
                 (self.pre_norm, 'pre-norm (CLIP: QuickGELU, LN eps 1e-5)'),
                 (not self.patch_bias, 'no patch bias'),
+                (self.ffn_type != 'origin', f'{self.ffn_type} MLP'),
+                (self.avg_pool, 'average pooling'),
+                (self.rope is not None, 'rotary positions'),
             )
             if present
         ]
@@ -180,7 +205,8 @@ def infer_vit_arch(
         TransferError: A part the shape is read from is missing or
             inconsistent, or the head count cannot be guessed (pass it).
     """
-    missing = [k for k in (_PATCH, _FFN) if k not in state_dict]
+    ffn = _SWIGLU if _SWIGLU in state_dict else _FFN
+    missing = [k for k in (_PATCH, ffn) if k not in state_dict]
     if missing:
         raise TransferError(
             f'Cannot read a ViT architecture off {name}: it has no '
@@ -226,7 +252,8 @@ def infer_vit_arch(
         embed_dims=embed_dims,
         num_layers=num_layers,
         num_heads=num_heads,
-        feedforward_channels=state_dict[_FFN].shape[0],
+        feedforward_channels=state_dict[ffn].shape[0]
+        // (2 if ffn == _SWIGLU else 1),
         patch_size=patch_h,
         img_size=img_size,
         in_channels=in_channels,
@@ -236,4 +263,18 @@ def infer_vit_arch(
         dist_token=dist_token,
         pre_norm='backbone.pre_norm.weight' in state_dict,
         patch_bias='backbone.patch_embed.projection.bias' in state_dict,
+        ffn_type=_ffn_type(state_dict, ffn),
+        avg_pool='backbone.ln2.weight' in state_dict
+        and 'backbone.ln1.weight' not in state_dict,
+        rope=EVA02_ROPE
+        if getattr(state_dict, 'family', None) == 'eva02'
+        else None,
     )
+
+
+def _ffn_type(state_dict, ffn):
+    if ffn != _SWIGLU:
+        return 'origin'
+    if 'backbone.layers.0.ffn.norm.weight' in state_dict:
+        return 'swiglu_norm'
+    return 'swiglu'

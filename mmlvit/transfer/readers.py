@@ -40,6 +40,7 @@ FORMATS = (
     'deit-distilled',
     'clip',
     'openai-clip',
+    'eva02',
 )
 
 _MMPRETRAIN_MARKERS = ('patch_embed.projection.', 'layers.0.')
@@ -71,7 +72,8 @@ def load_softmax_checkpoint(
             under ``'state_dict'``/``'model'``): ``'deit3'`` (layer scale
             ``blocks.N.ls1.gamma``/``ls2.gamma``), ``'deit-distilled'``
             (``dist_token``, ``head_dist``), ``'clip'`` (``norm_pre``, no
-            patch bias), and ``'openai-clip'`` (OpenAI/OpenCLIP:
+            patch bias), ``'eva02'`` (q/v biases or q/k/v projections, a
+            SwiGLU MLP; :mod:`.eva02`), and ``'openai-clip'`` (OpenAI/OpenCLIP:
             ``visual.conv1.weight``, ``visual.transformer.resblocks.*``;
             the image tower is read, the text tower dropped). Under
             ``'auto'`` a flat timm file is read as its family.
@@ -277,6 +279,7 @@ _LOCATORS = {
     'deit3': _locate_family('deit3'),
     'deit-distilled': _locate_family('deit-distilled'),
     'clip': _locate_family('clip'),
+    'eva02': _locate_family('eva02'),
     'openai-clip': _locate_openai_clip,
 }
 

@@ -8,7 +8,9 @@ attn.qkv, attn.proj, ln2, ffn.layers.0.0, ffn.layers.1}.*``,
 :mod:`.vit_families` add theirs: ``blocks.N.ls1.gamma``/``ls2.gamma`` (C,)
 -> ``backbone.layers.N.attn.gamma1.weight``/``ffn.gamma2.weight``,
 ``dist_token`` (1, 1, C) -> ``backbone.dist_token``, ``head_dist.*`` ->
-``head.layers.head_dist.*``, ``norm_pre.*`` -> ``backbone.pre_norm.*``.
+``head.layers.head_dist.*``, ``norm_pre.*`` -> ``backbone.pre_norm.*``,
+EVA-02's SwiGLU ``blocks.N.mlp.{w12,w3,norm}.*`` (:mod:`.eva02`) ->
+``backbone.layers.N.ffn.{w12,w3,norm}.*``.
 """
 
 import math
@@ -20,6 +22,7 @@ import torch
 from mmlvit.checkpoint import CheckpointError
 
 from .errors import preview_keys
+from .eva02 import eva02_to_vit_blocks
 from .vit_families import SUPPORTED, identify_family
 
 _TOP_LEVEL = {
@@ -46,6 +49,9 @@ _BLOCK_MODULES = {
     'norm2': 'ln2',
     'mlp.fc1': 'ffn.layers.0.0',
     'mlp.fc2': 'ffn.layers.1',
+    'mlp.w12': 'ffn.w12',
+    'mlp.w3': 'ffn.w3',
+    'mlp.norm': 'ffn.norm',
 }
 # Block key suffix -> mmpretrain suffix.
 _BLOCK_SUFFIXES = {
@@ -75,8 +81,9 @@ def convert_timm(weights, name, format):
         format (str): The format it is read as.
 
     Returns:
-        tuple[OrderedDict, list[str], str]: The converted state dict, the
-        dropped pre-training-only keys and the family
+        tuple[OrderedDict, list[str], str]: The converted state dict (its
+        ``family`` attribute names the family), the dropped
+        pre-training-only keys and the family
         (:data:`~.vit_families.FAMILIES`).
 
     Raises:
@@ -84,7 +91,12 @@ def convert_timm(weights, name, format):
             supported or only partly matched (:func:`identify_family`).
     """
     family = identify_family(weights, name, format)
+    if family == 'eva02':
+        weights = eva02_to_vit_blocks(weights, name)
     converted, dropped, unknown = OrderedDict(), [], []
+    # What the weights cannot show (EVA-02's rotary positions) follows
+    # the family; an attribute survives torch.save like ``_metadata``.
+    converted.family = family
     for key, value in weights.items():
         target = _TOP_LEVEL.get(key)
         block = _BLOCK_KEY.match(key)

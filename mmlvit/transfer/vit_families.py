@@ -9,11 +9,17 @@ arXiv:2010.11929 / 2012.12877, each visible in the keys:
 - distilled DeiT (arXiv:2012.12877): a distillation token (``dist_token``)
   after the class token and a second classifier (``head_dist``);
 - CLIP (arXiv:2103.00020): a LayerNorm before the blocks (``norm_pre``) and
-  a patch embedding without bias.
+  a patch embedding without bias;
+- EVA-02 (arXiv:2303.11331): split q/v biases (``attn.q_bias``,
+  ``attn.v_bias``) or separate ``attn.q_proj/k_proj/v_proj``, a SwiGLU MLP
+  (packed ``mlp.fc1`` of twice the hidden width, or ``mlp.fc1_g``,
+  ``mlp.fc1_x`` and a hidden ``mlp.norm``) and rotary positions (no
+  weights), see :mod:`.eva02`.
 
 Families the backbone cannot express yet are recognised by their own keys
 and refused, naming the family: register tokens (DINOv2/v3), attention
-pooling (SigLIP), split q/v biases, SwiGLU and RoPE (EVA-02, DINOv3). So is
+pooling (SigLIP), a ``w12``/``w3`` SwiGLU (DINOv2-g) and RoPE with its
+periods (DINOv3). So is
 a partial match (layer scale in some blocks only, a second head without its
 token): nothing loads half-read.
 """
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 from mmlvit.checkpoint import CheckpointError
 
 from .errors import preview_keys
+from .eva02 import SIGNATURE as EVA02_SIGNATURE
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,19 @@ FAMILIES = {
         'activation: configs use QuickGELU and LayerNorm eps 1e-5 (OpenAI '
         'CLIP); set act_cfg GELU for towers trained with GELU',
     ),
+    'eva02': Family(
+        'EVA-02',
+        'split q/v biases (blocks.N.attn.q_bias, v_bias) or q_proj/k_proj/'
+        'v_proj, and a SwiGLU MLP',
+        "q_bias/v_bias -> one qkv bias with a zero key part (the student's "
+        'k bias starts at zero); SwiGLU (fc1_g, fc1_x -> ffn.w12, fc2 -> '
+        'ffn.w3, mlp.norm -> ffn.norm) -> SwiGLUFFN; fc_norm after average '
+        'pooling -> ln2; rotary positions (no weights) as rope_cfg '
+        "type 'eva02' with the pre-training grid (16, 16) of every EVA-02 "
+        'release',
+    ),
 }
+_REGISTERS = r'(reg_token|storage_tokens)$'
 _LAYER_SCALE = re.compile(r'blocks\.(\d+)\.(ls[12]\.gamma|gamma_[12])$')
 _BLOCK = re.compile(r'blocks\.(\d+)\.')
 # (pattern over the keys, the family it resembles, what it needs).
@@ -82,19 +101,19 @@ _UNSUPPORTED = (
         'an attention-pooling (MAP) head',
     ),
     (
-        re.compile(r'blocks\.\d+\.attn\.(q_bias|v_bias)$|(^|\.)rope'),
-        'EVA-02/DINOv3',
-        'split q/v biases and rotary position embedding (RoPE)',
+        re.compile(r'(^|\.)rope'),
+        'DINOv3',
+        'rotary position embedding with its periods (rope_embed)',
     ),
     (
-        re.compile(r'blocks\.\d+\.mlp\.(w12|w3|fc1_g|fc1_x|norm)\.'),
-        'EVA-02/DINOv2-g',
-        'a SwiGLU MLP',
+        re.compile(r'blocks\.\d+\.mlp\.(w12|w3)\.'),
+        'DINOv2-g',
+        'a w12/w3 SwiGLU MLP',
     ),
 )
 SUPPORTED = (
     'ViT/DeiT (timm, DeiT, MAE, DINO, MoCo v3, iBOT releases), DeiT III, '
-    'distilled DeiT and CLIP (timm and OpenAI/OpenCLIP layouts)'
+    'distilled DeiT, CLIP (timm and OpenAI/OpenCLIP layouts) and EVA-02'
 )
 
 
@@ -105,8 +124,8 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
         weights (Mapping[str, Tensor]): timm ViT keys.
         name (str): The file, for messages.
         format (str): The format asked for; a family's own format
-            (``'deit3'``, ``'deit-distilled'``, ``'clip'``) must be that
-            family.
+            (``'deit3'``, ``'deit-distilled'``, ``'clip'``, ``'eva02'``)
+            must be that family.
 
     Returns:
         str: ``'timm'`` (plain ViT/DeiT) or a family name.
@@ -118,6 +137,7 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
             not fit and what is missing.
     """
     keys = list(weights)
+    _refuse_dinov3(keys, name, format)
     for pattern, family, needs in _UNSUPPORTED:
         hits = [k for k in keys if pattern.search(k)]
         if hits:
@@ -126,7 +146,11 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
                 f'cannot be converted yet. Keys that do not fit: '
                 f'{preview_keys(hits, 8)}. Supported: {SUPPORTED}.'
             )
-    found = [f for f in ('deit3', 'deit-distilled', 'clip') if _has(f, keys)]
+    found = [
+        f
+        for f in ('eva02', 'deit3', 'deit-distilled', 'clip')
+        if _has(f, keys)
+    ]
     if 'deit3' in found:
         _check_layer_scale(keys, name)
     if 'deit-distilled' in found:
@@ -143,7 +167,25 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
     return family
 
 
+def _refuse_dinov3(keys, name, format):
+    """DINOv3 (arXiv 2508.10104): register tokens with rotary positions
+    instead of a learned table (timm's layout) or with the RoPE periods
+    (the official one). Its RoPE type exists (``rope_cfg`` type
+    ``'dinov3'``) but its reader does not yet."""
+    registers = [k for k in keys if re.search(_REGISTERS, k)]
+    rope = [k for k in keys if re.search(r'(^|\.)rope', k)]
+    if registers and (rope or 'pos_embed' not in keys):
+        raise CheckpointError(
+            f'{name} (read as {format!r}) looks like DINOv3: register '
+            'tokens with rotary position embedding and no learned position '
+            'table cannot be converted yet. Keys that do not fit: '
+            f'{preview_keys(registers + rope, 8)}. Supported: {SUPPORTED}.'
+        )
+
+
 def _has(family, keys):
+    if family == 'eva02':
+        return any(EVA02_SIGNATURE.match(k) for k in keys)
     if family == 'deit3':
         return any(_LAYER_SCALE.match(k) for k in keys)
     if family == 'deit-distilled':
@@ -154,6 +196,8 @@ def _has(family, keys):
 
 
 def _missing(family, keys):
+    if family == 'eva02':
+        return 'blocks.N.attn.q_bias, blocks.N.attn.v_bias (or q_proj)'
     if family == 'deit3':
         return 'blocks.N.ls1.gamma, blocks.N.ls2.gamma'
     if family == 'deit-distilled':

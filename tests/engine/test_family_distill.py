@@ -2,7 +2,8 @@
 Runner: the teacher is the family's architecture with softmax attention,
 read from timm's own file (so it computes timm's function), the GLA
 student starts from MLPCopy (MLPs and layer scales) and trains a few
-iterations on the attention-output loss."""
+iterations on the attention-output loss; EVA-02's teacher and student
+both rotate q and k (RoPE)."""
 
 import math
 
@@ -12,8 +13,9 @@ from mmengine.hooks import Hook
 from mmpretrain.structures import DataSample
 from tiny_runs import iter_runner
 from vit_families import (
-    IMAGES,
+    TIMM_SIZES,
     family_classifier,
+    images,
     read,
     save_family,
     timm_model,
@@ -21,7 +23,11 @@ from vit_families import (
 
 
 class FourImages(torch.utils.data.Dataset):
-    """The same four labelled 3-channel 32 px images every epoch."""
+    """The same four labelled 3-channel images (32 px unless ``size``)
+    every epoch."""
+
+    def __init__(self, size=32):
+        self.size = size
 
     def __len__(self):
         return 4
@@ -29,7 +35,7 @@ class FourImages(torch.utils.data.Dataset):
     def __getitem__(self, index):
         gen = torch.Generator().manual_seed(index)
         return dict(
-            inputs=torch.randn(3, 32, 32, generator=gen),
+            inputs=torch.randn(3, self.size, self.size, generator=gen),
             data_samples=DataSample().set_gt_label(index),
         )
 
@@ -53,7 +59,9 @@ class Logged(Hook):
         self.steps.append({k: float(v) for k, v in outputs.items()})
 
 
-@pytest.mark.parametrize('family', ['deit3', 'deit-distilled', 'clip'])
+@pytest.mark.parametrize(
+    'family', ['deit3', 'deit-distilled', 'clip', 'eva02']
+)
 def test_distillation_from_the_family_teacher(family, tmp_path):
     path = save_family(family, tmp_path / f'{family}.pth')
     state = read(path)
@@ -75,7 +83,7 @@ def test_distillation_from_the_family_teacher(family, tmp_path):
             ),
         ),
         tmp_path / 'run',
-        FourImages(),
+        FourImages(TIMM_SIZES.get(family, {}).get('img_size', 32)),
         batch_size=2,
         collate='pseudo_collate',
         iters=3,
@@ -90,10 +98,11 @@ def test_distillation_from_the_family_teacher(family, tmp_path):
     runner.train()
     # The frozen teacher is timm's model.
     teacher_model = runner.model.teacher.eval()
+    x = images(family)
     with torch.no_grad():
         torch.testing.assert_close(
-            teacher_model(IMAGES, mode='tensor'),
-            timm_model(family)(IMAGES),
+            teacher_model(x, mode='tensor'),
+            timm_model(family)(x),
             rtol=0,
             atol=1e-5,
         )

@@ -46,6 +46,11 @@ class BaseAttention(BaseModule):
             ``proj(concat_heads(attention_map @ v))``.
         drops_attention_map (bool): The operator applies an explicit map in
             its forward, so ``attn_drop`` may be non-zero.
+        supports_rope (bool): The operator applies rotary position
+            embedding: :meth:`forward` and :meth:`attention_map` take
+            ``rope`` tables (:class:`~mmlvit.ops.common.rope.RopeTables`)
+            and :meth:`mix_tokens` accepts them as ``rope=``. A backbone
+            with ``rope_cfg`` refuses an operator without it.
     """
 
     short_name = None
@@ -54,6 +59,7 @@ class BaseAttention(BaseModule):
     has_attention_map = False
     output_is_map_times_values = False
     drops_attention_map = False
+    supports_rope = False
 
     def __init__(
         self,
@@ -148,13 +154,17 @@ class BaseAttention(BaseModule):
             )
         return extra
 
-    def forward(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
+    def forward(
+        self, x: Tensor, hw_shape: tuple[int, int], rope=None
+    ) -> Tensor:
         """Mix tokens.
 
         Args:
             x (Tensor): (B, N, C) tokens, the class token (if any) first,
                 then the H*W patches in raster order.
             hw_shape (tuple[int, int]): Patch grid (H, W).
+            rope (RopeTables, optional): Rotary tables of the grid, for an
+                operator with ``supports_rope``; None: no rotation.
 
         Returns:
             Tensor: (B, N, C).
@@ -164,7 +174,18 @@ class BaseAttention(BaseModule):
                 :meth:`num_extra_tokens`).
         """
         self.num_extra_tokens(x.shape[1], hw_shape)
-        return self.mix_tokens(x, hw_shape)
+        if rope is None:
+            return self.mix_tokens(x, hw_shape)
+        self._check_rope()
+        return self.mix_tokens(x, hw_shape, rope=rope)
+
+    def _check_rope(self):
+        if not self.supports_rope:
+            raise ValueError(
+                f'{type(self).__name__} cannot apply rotary position '
+                'embedding (supports_rope is False); use an operator that '
+                'does or build the backbone without rope_cfg.'
+            )
 
     def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
         """The operator itself, on tokens already checked against the grid:
@@ -189,8 +210,11 @@ class BaseAttention(BaseModule):
         the arithmetic ones."""
         raise NotImplementedError
 
-    def attention_map(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
-        """The (B, h, N, N) map applied to the values, for analysis only.
+    def attention_map(
+        self, x: Tensor, hw_shape: tuple[int, int], rope=None
+    ) -> Tensor:
+        """The (B, h, N, N) map applied to the values, for analysis only
+        (with ``rope``, as :meth:`forward`).
 
         Raises:
             NotImplementedError: The operator has no such map
@@ -203,7 +227,10 @@ class BaseAttention(BaseModule):
                 'output-based analysis (e.g. AttentionOutputMSE) instead.'
             )
         self.num_extra_tokens(x.shape[1], hw_shape)
-        return self.compute_attention_map(x, hw_shape)
+        if rope is None:
+            return self.compute_attention_map(x, hw_shape)
+        self._check_rope()
+        return self.compute_attention_map(x, hw_shape, rope=rope)
 
     def compute_attention_map(
         self, x: Tensor, hw_shape: tuple[int, int]

@@ -6,6 +6,7 @@ from torch import Tensor
 
 from mmlvit.ops.common.precision import autocast_input
 from mmlvit.ops.common.recompute import recomputed
+from mmlvit.ops.common.rope import apply_rope
 from mmlvit.ops.gla import (
     bidirectional_gla_gated,
     bidirectional_gla_map,
@@ -31,7 +32,10 @@ class GatedLinearAttention(BaseAttention):
         o = (o^f + flip(o^b)) / 2
         y = proj(concat_heads(g_norm(o)) * silu(g_proj(x)))
 
-    with ``g_norm`` one RMSNorm over d shared by all heads.
+    with ``g_norm`` one RMSNorm over d shared by all heads. With ``rope``
+    tables the patch tokens of q and k are rotated before the scans (GLA
+    has no feature map; the scale d^-1/2 commutes with the rotation), so
+    every backend, fused kernels included, takes the rotated q, k.
 
     New parameters: ``gate_down`` (C -> r, no bias), ``gate_up`` (r -> 2C;
     the first C outputs gate the forward scan, the last C the backward one),
@@ -55,6 +59,7 @@ class GatedLinearAttention(BaseAttention):
 
     short_name = 'gla'
     has_attention_map = True
+    supports_rope = True
 
     def __init__(
         self,
@@ -114,12 +119,16 @@ class GatedLinearAttention(BaseAttention):
             chunk=chunk,
         )
 
-    def mix_tokens(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
+    def mix_tokens(
+        self, x: Tensor, hw_shape: tuple[int, int], rope=None
+    ) -> Tensor:
         """(B, N, C) -> (B, N, C), N = H*W (+1 with a class token first)."""
         # One half-precision copy of x under autocast for the three
         # projections that read it and keep it for backward.
         x = autocast_input(x)
         q, k, v = self.split_heads(self.qkv(x))
+        if rope is not None:
+            q, k = apply_rope(q, rope), apply_rope(k, rope)
         # The gates and the output gate run in fp32 over N-sized tensors:
         # keep their inputs for backward and recompute the rest (token-wise
         # work and two C x C products, g_proj and proj, cheap beside the
@@ -181,9 +190,10 @@ class GatedLinearAttention(BaseAttention):
         return self.projection_flops(N) + output_gate + gates + scans
 
     def compute_attention_map(
-        self, x: Tensor, hw_shape: tuple[int, int]
+        self, x: Tensor, hw_shape: tuple[int, int], rope=None
     ) -> Tensor:
-        """The combined map ``(A^f + A^b) / 2``: (B, h, N, N).
+        """The combined map ``(A^f + A^b) / 2`` (q, k rotated with
+        ``rope``): (B, h, N, N).
 
         Per head, ``attention_map(x) @ v`` equals the bidirectional scan
         output ``o`` BEFORE ``g_norm`` and the output gate; the module output
@@ -191,5 +201,7 @@ class GatedLinearAttention(BaseAttention):
         ``o``). Signed and not row-normalised.
         """
         q, k, _ = self.split_heads(self.qkv(x))
+        if rope is not None:
+            q, k = apply_rope(q, rope), apply_rope(k, rope)
         g_fwd, g_bwd = self.log_gates(x)
         return bidirectional_gla_map(q, k, g_fwd, g_bwd)

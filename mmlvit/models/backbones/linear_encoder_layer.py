@@ -6,6 +6,7 @@ from mmcv.cnn.bricks.transformer import FFN
 from mmengine.model import BaseModule
 from mmpretrain.models.utils import (
     LayerScale,
+    SwiGLUFFN,
     SwiGLUFFNFused,
     build_norm_layer,
 )
@@ -39,7 +40,11 @@ class LinearTransformerEncoderLayer(BaseModule):
         drop_path_rate (float): Stochastic depth rate.
         num_fcs (int): Linear layers in the FFN. Defaults to 2.
         qkv_bias (bool): Bias in ``attn.qkv``. Defaults to True.
-        ffn_type (str): ``'origin'`` (MLP) or ``'swiglu_fused'``.
+        ffn_type (str): ``'origin'`` (MLP), ``'swiglu_fused'`` (hidden
+            width rounded from 2/3 of ``feedforward_channels``),
+            ``'swiglu'`` (SwiGLU of exactly ``feedforward_channels``) or
+            ``'swiglu_norm'`` (the same with a norm of ``norm_cfg`` on the
+            hidden units, EVA-02's sub-LN).
         act_cfg (dict, optional): FFN activation, any of mmpretrain's (e.g.
             ``dict(type='QuickGELU')`` for CLIP). Defaults to GELU.
         norm_cfg (dict, optional): Norm layers. Defaults to LN.
@@ -110,10 +115,18 @@ class LinearTransformerEncoderLayer(BaseModule):
                 feedforward_channels=feedforward_channels,
                 layer_scale_init_value=layer_scale_init_value,
             )
+        elif ffn_type in ('swiglu', 'swiglu_norm'):
+            self.ffn = SwiGLUFFN(
+                embed_dims=embed_dims,
+                feedforward_channels=feedforward_channels,
+                layer_scale_init_value=layer_scale_init_value,
+                dropout_layer=ffn_drop_path,
+                norm_cfg=norm_cfg if ffn_type == 'swiglu_norm' else None,
+            )
         else:
             raise ValueError(
-                f"Unknown ffn_type {ffn_type!r}; use 'origin' "
-                "or 'swiglu_fused'."
+                f"Unknown ffn_type {ffn_type!r}; use 'origin', "
+                "'swiglu_fused', 'swiglu' or 'swiglu_norm'."
             )
 
     @property
@@ -132,9 +145,13 @@ class LinearTransformerEncoderLayer(BaseModule):
                 nn.init.xavier_uniform_(m.weight)
                 nn.init.normal_(m.bias, std=1e-6)
 
-    def forward(self, x: Tensor, hw_shape: tuple[int, int]) -> Tensor:
-        """(B, N, C) tokens on an (H, W) patch grid -> (B, N, C)."""
+    def forward(
+        self, x: Tensor, hw_shape: tuple[int, int], rope=None
+    ) -> Tensor:
+        """(B, N, C) tokens on an (H, W) patch grid -> (B, N, C); ``rope``
+        (RopeTables, optional) goes to the attention."""
+        extra = {} if rope is None else dict(rope=rope)
         x = x + self.drop_path(
-            self.attn.gamma1(self.attn(self.ln1(x), hw_shape))
+            self.attn.gamma1(self.attn(self.ln1(x), hw_shape, **extra))
         )
         return self.ffn(self.ln2(x), identity=x)

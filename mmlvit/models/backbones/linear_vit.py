@@ -15,6 +15,7 @@ from torch import Tensor
 
 from .linear_encoder_layer import LinearTransformerEncoderLayer
 from .position_embedding import sincos_position_embedding
+from .rope import AxialRope, check_rope_support
 from .token_layout import attention_class, token_layout
 
 POS_EMBED_TYPES = ('learned', 'sincos')
@@ -48,6 +49,12 @@ class LinearVisionTransformer(VisionTransformer):
             ``out_type='cls_token'`` returns the pair (class, distillation)
             of (B, C) features that mmpretrain's ``DeiTClsHead`` averages.
             Needs a class token. Keyword only. Defaults to False.
+        rope_cfg (dict, optional): Rotary position embedding on every
+            layer's q and k (patch tokens only), e.g. ``dict(type='eva02',
+            ref_feat_shape=(16, 16))``; the arguments of
+            :class:`~.rope.AxialRope`. Tables are built for each forward's
+            grid (no weights). Every operator must have ``supports_rope``.
+            Keyword only. Defaults to None.
 
         with_cls_token (bool, optional): Prepend a class token. Defaults to
             None: True, unless an operator mixes patch tokens only
@@ -100,6 +107,7 @@ class LinearVisionTransformer(VisionTransformer):
         attn_cfg,
         pos_embed_type=None,
         with_dist_token=False,
+        rope_cfg=None,
     ):
         with_cls_token, out_type, pos_embed_type = token_layout(
             attn_cfg, with_cls_token, out_type, pos_embed_type
@@ -181,6 +189,10 @@ class LinearVisionTransformer(VisionTransformer):
             layer_cfg.update(layer_cfgs[i])
             self.layers.append(LinearTransformerEncoderLayer(**layer_cfg))
 
+        self.rope = None
+        if rope_cfg is not None:
+            check_rope_support(layer.attn for layer in self.layers)
+            self.rope = AxialRope(embed_dims // num_heads, **rope_cfg)
         if self.frozen_stages > 0:
             self._freeze_stages()
 
@@ -312,10 +324,13 @@ class LinearVisionTransformer(VisionTransformer):
         pos = self.position_embedding(hw_shape, x.device, table_dtype)
         x = x + pos.to(x.dtype)
         x = self.pre_norm(self.drop_after_pos(x))
+        rope = None
+        if self.rope is not None:
+            rope = self.rope(hw_shape, x.device, table_dtype)
 
         outs = []
         for i, layer in enumerate(self.layers):
-            x = layer(x, hw_shape)
+            x = layer(x, hw_shape, rope)
             if i == len(self.layers) - 1 and self.final_norm:
                 x = self.ln1(x)
             if i in self.out_indices:
