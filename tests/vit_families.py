@@ -18,7 +18,16 @@ TIMM_NAMES = {
     'deit3': 'deit3_small_patch16_224',
     'deit-distilled': 'deit_tiny_distilled_patch16_224',
     'clip': 'vit_base_patch16_clip_quickgelu_224',
+    'dinov2': 'vit_small_patch14_reg4_dinov2',
 }
+# DINOv2's layouts at patch 14 (the giant's packed SwiGLU MLP with a hidden
+# width of 128 at width 64), built at 56 px (4x4 patches).
+DINOV2_NAMES = {
+    'reg4': 'vit_small_patch14_reg4_dinov2',
+    'plain': 'vit_small_patch14_dinov2',
+    'giant-swiglu': 'vit_giant_patch14_reg4_dinov2',
+}
+DINOV2_TINY = dict(TIMM_FAMILY_TINY, img_size=56, patch_size=14)
 # Two images of the tiny models' size.
 IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
 
@@ -71,6 +80,20 @@ def openai_layout(state):
     return {**{f'visual.{k}': v for k, v in visual.items()}, **text}
 
 
+@functools.cache
+def dinov2_model(layout, dynamic_img_size=False):
+    """timm's DINOv2 of ``layout`` (a key of DINOV2_NAMES) at DINOV2_TINY,
+    perturbed, eval mode; ``dynamic_img_size``: resampling its table to
+    the input's grid at run time."""
+    extra = dict(mlp_ratio=4.0) if layout == 'giant-swiglu' else {}
+    return perturbed_timm_model(
+        DINOV2_NAMES[layout],
+        dynamic_img_size=dynamic_img_size,
+        **DINOV2_TINY,
+        **extra,
+    )
+
+
 def save_family(family, path, layout='timm'):
     """Save ``family``'s timm model as its release would: timm's state
     dict, or (``layout='openai'``) CLIP's OpenAI layout; returns path."""
@@ -110,5 +133,5 @@ def family_classifier(state, attn, seed=0, **backbone):
     return model, cfg
 
 
-def read(path, format='auto'):
-    return load_softmax_checkpoint(path, format=format)
+def read(path, format='auto', img_size=None):
+    return load_softmax_checkpoint(path, format=format, img_size=img_size)

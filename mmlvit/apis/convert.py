@@ -28,6 +28,8 @@ from mmlvit.utils.logs import read_config
 from .student import init_student, save_student
 
 _RECIPE = 'deit-s_mlpcopy-distill_{}.py'
+# The recipes' input side: a DINOv2 table (518 px) is resampled to it.
+RECIPE_IMG_SIZE = 224
 # The recipe dataset of your own images (mmpretrain's CustomDataset).
 IMAGE_FOLDER = 'folder'
 
@@ -282,7 +284,8 @@ def convert_to_student(
             f'{", ".join(recipe_datasets())}.'
         )
     num_classes = dataset_classes(dataset, data_root)
-    source = SoftmaxCheckpoint(src, format)  # read once, used twice
+    # Read once, used twice; at the recipe's size (DINOv2 tables only).
+    source = SoftmaxCheckpoint(src, format, img_size=RECIPE_IMG_SIZE)
     arch = infer_vit_arch(source.state_dict, num_heads, name=str(src))
     arch_name = (
         arch.arch

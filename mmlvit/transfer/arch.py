@@ -9,7 +9,8 @@ the head. The heads follow the standard ViT zoo (ViT-Ti/S/B/L/H: 3, 6, 12,
 The family's structure is read off its keys too: layer scales (DeiT III), a
 distillation token (distilled DeiT), a pre-norm without patch bias (CLIP,
 whose QuickGELU and LayerNorm eps 1e-5 the weights cannot show: they are
-taken as OpenAI's CLIP has them).
+taken as OpenAI's CLIP has them), register tokens and a SwiGLU MLP
+(DINOv2, ViT-g).
 """
 
 import math
@@ -29,6 +30,7 @@ ZOO_NAMES = ('deit-tiny', 'deit-small', 'deit-base', 'large', 'huge')
 _BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')
 _PATCH = 'backbone.patch_embed.projection.weight'
 _FFN = 'backbone.layers.0.ffn.layers.0.0.weight'
+_SWIGLU = 'backbone.layers.0.ffn.w12.weight'
 _HEAD = 'head.layers.head.weight'
 
 
@@ -50,6 +52,9 @@ class ViTArch:
         dist_token (bool): A distillation token and a second head.
         pre_norm (bool): A LayerNorm before the blocks (CLIP).
         patch_bias (bool): The patch embedding has a bias.
+        num_register_tokens (int): DINOv2's registers.
+        swiglu (bool): A SwiGLU MLP (mmpretrain's ``SwiGLUFFNFused``, whose
+            hidden width is 2/3 of ``feedforward_channels``).
     """
 
     embed_dims: int
@@ -65,13 +70,17 @@ class ViTArch:
     dist_token: bool = False
     pre_norm: bool = False
     patch_bias: bool = True
+    num_register_tokens: int = 0
+    swiglu: bool = False
 
     def backbone_options(self) -> dict:
         """What ``LinearVisionTransformer`` needs beyond the shape to
         compute this family's function (empty for a plain ViT/DeiT):
         ``layer_scale_init_value`` (any positive value: the copy sets the
         scales), ``with_dist_token``, ``pre_norm`` with CLIP's QuickGELU and
-        LayerNorm eps 1e-5, ``patch_cfg`` without bias."""
+        LayerNorm eps 1e-5, ``patch_cfg`` without bias,
+        ``num_register_tokens``, ``layer_cfgs`` with ``ffn_type``
+        ``'swiglu_fused'``."""
         options = {}
         if self.layer_scale:
             options['layer_scale_init_value'] = 1e-5
@@ -86,6 +95,12 @@ class ViTArch:
         if self.patch_bias == self.pre_norm:
             # mmpretrain drops the patch bias exactly with pre_norm.
             options['patch_cfg'] = dict(bias=self.patch_bias)
+        if self.num_register_tokens:
+            options['num_register_tokens'] = self.num_register_tokens
+        if self.swiglu:
+            options['layer_cfgs'] = dict(
+                options.get('layer_cfgs', {}), ffn_type='swiglu_fused'
+            )
         return options
 
     @property
@@ -142,6 +157,11 @@ class ViTArch:
                 (self.dist_token, 'distillation token'),
                 (self.pre_norm, 'pre-norm (CLIP: QuickGELU, LN eps 1e-5)'),
                 (not self.patch_bias, 'no patch bias'),
+                (
+                    self.num_register_tokens,
+                    f'{self.num_register_tokens} registers',
+                ),
+                (self.swiglu, 'SwiGLU MLP'),
             )
             if present
         ]
@@ -180,7 +200,9 @@ def infer_vit_arch(
         TransferError: A part the shape is read from is missing or
             inconsistent, or the head count cannot be guessed (pass it).
     """
-    missing = [k for k in (_PATCH, _FFN) if k not in state_dict]
+    swiglu = _SWIGLU in state_dict
+    ffn = _SWIGLU if swiglu else _FFN
+    missing = [k for k in (_PATCH, ffn) if k not in state_dict]
     if missing:
         raise TransferError(
             f'Cannot read a ViT architecture off {name}: it has no '
@@ -226,7 +248,12 @@ def infer_vit_arch(
         embed_dims=embed_dims,
         num_layers=num_layers,
         num_heads=num_heads,
-        feedforward_channels=state_dict[_FFN].shape[0],
+        # SwiGLUFFNFused's hidden width is int(2/3 x this), rounded up to 8.
+        feedforward_channels=(
+            state_dict[ffn].shape[0] * 3 // 4
+            if swiglu
+            else state_dict[ffn].shape[0]
+        ),
         patch_size=patch_h,
         img_size=img_size,
         in_channels=in_channels,
@@ -236,4 +263,10 @@ def infer_vit_arch(
         dist_token=dist_token,
         pre_norm='backbone.pre_norm.weight' in state_dict,
         patch_bias='backbone.patch_embed.projection.bias' in state_dict,
+        num_register_tokens=(
+            state_dict['backbone.reg_token'].shape[1]
+            if 'backbone.reg_token' in state_dict
+            else 0
+        ),
+        swiglu=swiglu,
     )

@@ -40,13 +40,14 @@ FORMATS = (
     'deit-distilled',
     'clip',
     'openai-clip',
+    'dinov2',
 )
 
 _MMPRETRAIN_MARKERS = ('patch_embed.projection.', 'layers.0.')
 
 
 def load_softmax_checkpoint(
-    src: str | Mapping, format: str = 'auto'
+    src: str | Mapping, format: str = 'auto', img_size: int | None = None
 ) -> 'OrderedDict[str, torch.Tensor]':
     """Read a softmax ViT checkpoint as an mmpretrain classifier state dict.
 
@@ -73,8 +74,11 @@ def load_softmax_checkpoint(
             (``dist_token``, ``head_dist``), ``'clip'`` (``norm_pre``, no
             patch bias), and ``'openai-clip'`` (OpenAI/OpenCLIP:
             ``visual.conv1.weight``, ``visual.transformer.resblocks.*``;
-            the image tower is read, the text tower dropped). Under
+            the image tower is read, the text tower dropped), ``'dinov2'``
+            (``reg_token`` or 14-px patches with layer scale). Under
             ``'auto'`` a flat timm file is read as its family.
+        img_size (int, optional): The model's image side; a DINOv2 table
+            for another size is resampled to it with timm's helper.
 
     Returns:
         OrderedDict[str, Tensor]: ``backbone.*`` and, when the file has a
@@ -109,7 +113,7 @@ def load_softmax_checkpoint(
     else:
         as_format = 'clip' if format == 'openai-clip' else format
         state_dict, pretraining, family = convert_timm(
-            weights, name, as_format
+            weights, name, as_format, img_size
         )
         dropped += pretraining
     _log_dropped(name, format, dropped, family)
@@ -277,6 +281,7 @@ _LOCATORS = {
     'deit3': _locate_family('deit3'),
     'deit-distilled': _locate_family('deit-distilled'),
     'clip': _locate_family('clip'),
+    'dinov2': _locate_family('dinov2'),
     'openai-clip': _locate_openai_clip,
 }
 

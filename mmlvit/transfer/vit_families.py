@@ -9,10 +9,13 @@ arXiv:2010.11929 / 2012.12877, each visible in the keys:
 - distilled DeiT (arXiv:2012.12877): a distillation token (``dist_token``)
   after the class token and a second classifier (``head_dist``);
 - CLIP (arXiv:2103.00020): a LayerNorm before the blocks (``norm_pre``) and
-  a patch embedding without bias.
+  a patch embedding without bias;
+- DINOv2 (arXiv:2304.07193, with registers arXiv:2309.16588): 14-px patches,
+  layer scale in every block, optionally register tokens (``reg_token``)
+  and, for ViT-g, a SwiGLU MLP packed into ``mlp.fc1`` (2H, C).
 
 Families the backbone cannot express yet are recognised by their own keys
-and refused, naming the family: register tokens (DINOv2/v3), attention
+and refused, naming the family: DINOv3 (storage tokens, RoPE), attention
 pooling (SigLIP), split q/v biases, SwiGLU and RoPE (EVA-02, DINOv3). So is
 a partial match (layer scale in some blocks only, a second head without its
 token): nothing loads half-read.
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 
 from mmlvit.checkpoint import CheckpointError
 
+from .dinov2_family import check_dinov2, is_dinov2
 from .errors import preview_keys
 
 
@@ -66,15 +70,29 @@ FAMILIES = {
         'activation: configs use QuickGELU and LayerNorm eps 1e-5 (OpenAI '
         'CLIP); set act_cfg GELU for towers trained with GELU',
     ),
+    'dinov2': Family(
+        'DINOv2',
+        '14-px patches and a layer scale in every block, optionally '
+        'reg_token (registers)',
+        'layer scales as DeiT III; the registers are carried without a '
+        'position (num_register_tokens; component cls_token, as the class '
+        'and distillation tokens: FullCopy copies them, Copy and MLPCopy '
+        'leave them fresh); the class position timm '
+        'folded into cls_token gets a zero pos_embed row; a packed SwiGLU '
+        "MLP (ViT-g) -> ffn.w12/w3 (ffn_type 'swiglu_fused'); GELU, LN eps "
+        '1e-6; a position table for another image size than the model is '
+        "resampled with timm's resample_abs_pos_embed (as timm loads "
+        'DINOv2) when the reader is given that size',
+    ),
 }
 _LAYER_SCALE = re.compile(r'blocks\.(\d+)\.(ls[12]\.gamma|gamma_[12])$')
 _BLOCK = re.compile(r'blocks\.(\d+)\.')
 # (pattern over the keys, the family it resembles, what it needs).
 _UNSUPPORTED = (
     (
-        re.compile(r'(reg_token|storage_tokens)$'),
-        'DINOv2/DINOv3 with registers',
-        'register tokens',
+        re.compile(r'storage_tokens$'),
+        'DINOv3',
+        'storage (register) tokens with RoPE',
     ),
     (
         re.compile(r'attn_pool\.'),
@@ -94,7 +112,8 @@ _UNSUPPORTED = (
 )
 SUPPORTED = (
     'ViT/DeiT (timm, DeiT, MAE, DINO, MoCo v3, iBOT releases), DeiT III, '
-    'distilled DeiT and CLIP (timm and OpenAI/OpenCLIP layouts)'
+    'distilled DeiT, CLIP (timm and OpenAI/OpenCLIP layouts) and DINOv2 '
+    "(timm's layout, with or without registers)"
 )
 
 
@@ -126,7 +145,10 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
                 f'cannot be converted yet. Keys that do not fit: '
                 f'{preview_keys(hits, 8)}. Supported: {SUPPORTED}.'
             )
+    check_dinov2(weights, name)
     found = [f for f in ('deit3', 'deit-distilled', 'clip') if _has(f, keys)]
+    if is_dinov2(weights):
+        found.insert(0, 'dinov2')
     if 'deit3' in found:
         _check_layer_scale(keys, name)
     if 'deit-distilled' in found:
@@ -154,6 +176,11 @@ def _has(family, keys):
 
 
 def _missing(family, keys):
+    if family == 'dinov2':
+        return (
+            '14-px patches (patch_embed.proj.weight (C, 3, 14, 14)) and '
+            + (_missing('deit3', keys))
+        )
     if family == 'deit3':
         return 'blocks.N.ls1.gamma, blocks.N.ls2.gamma'
     if family == 'deit-distilled':

@@ -8,7 +8,7 @@ import torch.nn as nn
 from mmengine.logging import print_log
 
 from mmlvit.checkpoint import CheckpointError, first_few, shape_text
-from mmlvit.transfer import SoftmaxCheckpoint
+from mmlvit.transfer import SoftmaxCheckpoint, backbone_img_size
 
 _BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')
 NO_TEACHER = (
@@ -50,6 +50,8 @@ def load_teacher_weights(
         raise ValueError(NO_TEACHER)
     if not isinstance(checkpoint, SoftmaxCheckpoint):
         checkpoint = SoftmaxCheckpoint(checkpoint)
+    # A DINOv2 table is read at the teacher's image size.
+    checkpoint.fit_img_size(backbone_img_size(teacher))
     state, name = checkpoint.state_dict, checkpoint.path
     own = teacher.state_dict()
     fix = (
