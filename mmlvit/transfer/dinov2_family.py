@@ -45,10 +45,8 @@ def is_dinov2(weights: Mapping) -> bool:
 
 def check_dinov2(weights: Mapping, name: str) -> None:
     """Refuse register files that are not DINOv2 as the backbone expresses
-    it: DINOv3 in timm's Eva layout (``reg_token``, ``gamma_1``, no
-    ``pos_embed``: RoPE), registers without a class token or without layer
-    scale, a ``reg_token`` not (1, R, C) with 1 <= R <= 16 at the model's
-    width C.
+    it: registers without a class token or without layer scale, a
+    ``reg_token`` not (1, R, C) with 1 <= R <= 16 at the model's width C.
 
     Raises:
         CheckpointError: Naming the family or the tensor and the fix.
@@ -56,12 +54,6 @@ def check_dinov2(weights: Mapping, name: str) -> None:
     reg = weights.get('reg_token')
     if reg is None:
         return
-    if 'pos_embed' not in weights:
-        raise CheckpointError(
-            f'{name} looks like DINOv3 (reg_token without pos_embed: rotary '
-            "positions, RoPE, in timm's Eva layout): DINOv3 cannot be "
-            'converted yet. DINOv2 files (with reg_token and pos_embed) can.'
-        )
     missing = [
         text
         for absent, text in (

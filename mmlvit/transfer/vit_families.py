@@ -145,6 +145,14 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
                 f'cannot be converted yet. Keys that do not fit: '
                 f'{preview_keys(hits, 8)}. Supported: {SUPPORTED}.'
             )
+    if 'reg_token' in keys and 'pos_embed' not in keys:
+        eva = ['reg_token', *(k for k in keys if 'gamma_' in k)]
+        raise CheckpointError(
+            f"{name} (read as {format!r}) looks like DINOv3 in timm's Eva "
+            'layout: registers without a position table (rotary positions, '
+            'RoPE) cannot be converted yet. Keys that do not fit: '
+            f'{preview_keys(eva)}. Supported: {SUPPORTED}.'
+        )
     check_dinov2(weights, name)
     found = [f for f in ('deit3', 'deit-distilled', 'clip') if _has(f, keys)]
     if is_dinov2(weights):
