@@ -222,7 +222,12 @@ def student_config_text(
             ),
             head=student_head,
         ),
-        teacher=dict(backbone=teacher_backbone, head=teacher_head),
+        # A file without a classifier (DINOv2, MAE, ...): the teacher is
+        # its backbone; attention distillation needs no teacher logits.
+        teacher=dict(
+            backbone=teacher_backbone,
+            head=teacher_head if arch.num_classes else None,
+        ),
     )
     if num_classes is not None:
         model['student']['head']['num_classes'] = num_classes

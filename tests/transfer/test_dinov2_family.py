@@ -9,7 +9,14 @@ MLPCopy puts the MLPs and layer scales into GLA and ReLU students."""
 import pytest
 import torch
 from mmengine.config import Config
-from vit_families import dinov2_model, family_classifier, read
+from tiny_vit import perturbed_timm_model
+from vit_families import (
+    DINOV2_NAMES,
+    DINOV2_TINY,
+    dinov2_model,
+    family_classifier,
+    read,
+)
 
 from mmlvit.apis import convert_to_student
 from mmlvit.checkpoint import load_checkpoint_file
@@ -138,8 +145,13 @@ def test_a_student_without_registers_drops_them_with_a_report_line(
 
 def test_convert_writes_a_224_px_dinov2_config(tmp_path):
     """tools/convert.py's default recipe feeds 224 px: the 56 px table is
-    resampled to 16x16, student and teacher are configured for it."""
-    path = save('reg4', tmp_path / 'dinov2.pth')
+    resampled to 16x16, student and teacher are configured for it; the
+    release has no classifier, so the teacher has none."""
+    model = perturbed_timm_model(
+        DINOV2_NAMES['reg4'], **dict(DINOV2_TINY, num_classes=0)
+    )
+    path = tmp_path / 'dinov2.pth'
+    torch.save(model.state_dict(), path)
     result = convert_to_student(
         str(path), str(tmp_path / 'out'), operator='gla', num_heads=2
     )
@@ -150,6 +162,7 @@ def test_convert_writes_a_224_px_dinov2_config(tmp_path):
         assert backbone.num_register_tokens == 4
         assert backbone.layer_scale_init_value > 0
     assert config.model.teacher.backbone.attn_cfg.type == 'SoftmaxAttention'
+    assert config.model.teacher.head is None
     student = load_checkpoint_file(result['student'])['state_dict']
     assert student['backbone.pos_embed'].shape == (1, 1 + 16 * 16, 64)
     assert 'backbone.layers.0.ffn.layers.0.0.weight' in (

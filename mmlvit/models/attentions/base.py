@@ -149,8 +149,8 @@ class BaseAttention(BaseModule):
         if extra and self.patch_tokens_only:
             raise ValueError(
                 f'{type(self).__name__} mixes patch tokens only and got '
-                f'{extra} tokens before the patches (class, distillation or '
-                'register tokens); build the backbone with '
+                f'{extra} tokens before the patches (a class token, a '
+                'distillation token or registers); build the backbone with '
                 'with_cls_token=False and num_register_tokens=0.'
             )
         return extra
