@@ -136,7 +136,8 @@ def resample_position_table(state: dict, img_size: int, name: str) -> bool:
         return False
     extra = sum(f'backbone.{t}_token' in state for t in ('cls', 'dist'))
     side = math.isqrt(pos.shape[1] - extra)
-    new = img_size // patch
+    # The grid of the patch embedding, which pads to a multiple of patch.
+    new = -(-img_size // patch)
     if side * side != pos.shape[1] - extra:
         raise CheckpointError(
             f'{name}: pos_embed {tuple(pos.shape)} is not {extra} token rows '

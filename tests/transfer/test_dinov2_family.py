@@ -79,6 +79,9 @@ def test_a_table_resampled_to_another_size_is_timms(layout, tmp_path):
     state = read(path, img_size=42)
     rows = 1 + 9  # class token, 3x3 patches; registers have no row
     assert state['backbone.pos_embed'].shape == (1, rows, 64)
+    # A side that is no multiple of 14: the padded patch embedding's grid.
+    padded = read(path, img_size=40)['backbone.pos_embed']
+    assert torch.equal(padded, state['backbone.pos_embed'])
     model = fullcopy_model(state)
     assert model.backbone.patch_resolution == (3, 3)
     oracle = dinov2_model(layout, dynamic_img_size=True)
