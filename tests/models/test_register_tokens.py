@@ -5,6 +5,7 @@ refused with patch-tokens-only operators."""
 
 import pytest
 import torch
+from mmpretrain.models.utils import resize_pos_embed
 from mmpretrain.registry import MODELS
 
 import mmlvit  # noqa: F401
@@ -100,3 +101,12 @@ def test_bad_register_configurations_are_refused():
     with pytest.raises(ValueError, match=r'0 to 18 tokens .*up to 16 reg'):
         attn(torch.randn(1, 16 + 19, 64), (4, 4))
     assert attn(torch.randn(1, 16 + 18, 64), (4, 4)).shape == (1, 34, 64)
+
+
+def test_another_input_size_resizes_the_positions_of_non_registers():
+    model = backbone(num_register_tokens=3, out_type='raw')
+    table = model.position_embedding((6, 6))
+    expected = resize_pos_embed(model.pos_embed, (4, 4), (6, 6), 'bicubic', 1)
+    assert torch.equal(table, expected)
+    with torch.no_grad():
+        assert model(torch.randn(2, 3, 48, 48))[-1].shape == (2, 40, 64)
