@@ -22,6 +22,7 @@ TIMM_NAMES = {
     # projections and a SwiGLU with its hidden norm (base, large).
     'eva02': 'eva02_tiny_patch14_224',
     'eva02-base': 'eva02_base_patch14_224',
+    'dinov2': 'vit_small_patch14_reg4_dinov2',
 }
 # Sizes other than TIMM_FAMILY_TINY's: EVA-02's patch 14 on 56 px, any
 # image size at run time (its RoPE and positions follow the grid).
@@ -29,6 +30,14 @@ TIMM_SIZES = {
     name: dict(img_size=56, patch_size=14, dynamic_img_size=True)
     for name in ('eva02', 'eva02-base')
 }
+# DINOv2's layouts at patch 14 (the giant's packed SwiGLU MLP with a hidden
+# width of 128 at width 64), built at 56 px (4x4 patches).
+DINOV2_NAMES = {
+    'reg4': 'vit_small_patch14_reg4_dinov2',
+    'plain': 'vit_small_patch14_dinov2',
+    'giant-swiglu': 'vit_giant_patch14_reg4_dinov2',
+}
+DINOV2_TINY = dict(TIMM_FAMILY_TINY, img_size=56, patch_size=14)
 # Two images of the tiny models' size.
 IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
 
@@ -105,6 +114,20 @@ def official_deit3_layout(state):
     return {'model': renamed}
 
 
+@functools.cache
+def dinov2_model(layout, dynamic_img_size=False):
+    """timm's DINOv2 of ``layout`` (a key of DINOV2_NAMES) at DINOV2_TINY,
+    perturbed, eval mode; ``dynamic_img_size``: resampling its table to
+    the input's grid at run time."""
+    extra = dict(mlp_ratio=4.0) if layout == 'giant-swiglu' else {}
+    return perturbed_timm_model(
+        DINOV2_NAMES[layout],
+        dynamic_img_size=dynamic_img_size,
+        **DINOV2_TINY,
+        **extra,
+    )
+
+
 def save_family(family, path, layout='timm'):
     """Save ``family``'s timm model as its release would: timm's state
     dict, or CLIP's OpenAI layout (``layout='openai'``), or DeiT III's
@@ -147,5 +170,5 @@ def family_classifier(state, attn, seed=0, **backbone):
     return model, cfg
 
 
-def read(path, format='auto'):
-    return load_softmax_checkpoint(path, format=format)
+def read(path, format='auto', img_size=None):
+    return load_softmax_checkpoint(path, format=format, img_size=img_size)

@@ -28,6 +28,8 @@ from mmlvit.utils.logs import read_config
 from .student import init_student, save_student
 
 _RECIPE = 'deit-s_mlpcopy-distill_{}.py'
+# The recipes' input side: a DINOv2 table (518 px) is resampled to it.
+RECIPE_IMG_SIZE = 224
 # The recipe dataset of your own images (mmpretrain's CustomDataset).
 IMAGE_FOLDER = 'folder'
 
@@ -220,7 +222,12 @@ def student_config_text(
             ),
             head=student_head,
         ),
-        teacher=dict(backbone=teacher_backbone, head=teacher_head),
+        # A file without a classifier (DINOv2, MAE, ...): the teacher is
+        # its backbone; attention distillation needs no teacher logits.
+        teacher=dict(
+            backbone=teacher_backbone,
+            head=teacher_head if arch.num_classes else None,
+        ),
     )
     if num_classes is not None:
         model['student']['head']['num_classes'] = num_classes
@@ -282,7 +289,8 @@ def convert_to_student(
             f'{", ".join(recipe_datasets())}.'
         )
     num_classes = dataset_classes(dataset, data_root)
-    source = SoftmaxCheckpoint(src, format)  # read once, used twice
+    # Read once, used twice; at the recipe's size (DINOv2 tables only).
+    source = SoftmaxCheckpoint(src, format, img_size=RECIPE_IMG_SIZE)
     arch = infer_vit_arch(source.state_dict, num_heads, name=str(src))
     arch_name = (
         arch.arch

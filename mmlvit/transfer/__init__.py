@@ -24,7 +24,11 @@ from .settings import (
     register_setting,
     setting_names,
 )
-from .source import SoftmaxCheckpoint, softmax_checkpoint_of
+from .source import (
+    SoftmaxCheckpoint,
+    backbone_img_size,
+    softmax_checkpoint_of,
+)
 from .specs import GROUPS, components_text, is_preset, spec_policy
 
 __all__ = [
@@ -42,6 +46,7 @@ __all__ = [
     'TransferError',
     'ViTArch',
     'apply_init',
+    'backbone_img_size',
     'choose_source',
     'component_of',
     'components_text',

@@ -205,7 +205,10 @@ def impulse_init_(backbone: nn.Module) -> list[tuple[str, int]]:
     """
     attns = _checked_attentions(backbone, 'Impulse')
     H, W = backbone.patch_resolution
-    extra = backbone.num_extra_tokens
+    # Rows in front of the patch positions (registers have none).
+    extra = getattr(
+        backbone, 'num_pos_extra_tokens', backbone.num_extra_tokens
+    )
     pos_embed = getattr(backbone, 'pos_embed', None)
     if pos_embed is None and hasattr(backbone, 'position_embedding'):
         table, written = backbone.position_embedding((H, W)), []

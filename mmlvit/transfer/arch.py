@@ -9,9 +9,9 @@ the head. The heads follow the standard ViT zoo (ViT-Ti/S/B/L/H: 3, 6, 12,
 The family's structure is read off its keys too: layer scales (DeiT III), a
 distillation token (distilled DeiT), a pre-norm without patch bias (CLIP,
 whose QuickGELU and LayerNorm eps 1e-5 the weights cannot show: they are
-taken as OpenAI's CLIP has them), a SwiGLU MLP with or without a hidden
-norm, average pooling with ``fc_norm`` and no final norm, and (from the
-family the reader found) EVA-02's rotary positions.
+taken as OpenAI's CLIP has them), register tokens (DINOv2), a SwiGLU MLP
+with or without a hidden norm, average pooling with ``fc_norm`` and no final
+norm, and (from the family the reader found) EVA-02's rotary positions.
 """
 
 import math
@@ -62,6 +62,7 @@ class ViTArch:
         avg_pool (bool): Average-pooled patches with a norm after the
             pooling (timm's ``fc_norm``) and no final norm.
         rope (dict, optional): The backbone's ``rope_cfg`` (EVA-02).
+        num_register_tokens (int): DINOv2's registers.
     """
 
     embed_dims: int
@@ -80,13 +81,16 @@ class ViTArch:
     ffn_type: str = 'origin'
     avg_pool: bool = False
     rope: dict | None = None
+    num_register_tokens: int = 0
 
     def backbone_options(self) -> dict:
         """What ``LinearVisionTransformer`` needs beyond the shape to
         compute this family's function (empty for a plain ViT/DeiT):
         ``layer_scale_init_value`` (any positive value: the copy sets the
         scales), ``with_dist_token``, ``pre_norm`` with CLIP's QuickGELU and
-        LayerNorm eps 1e-5, ``patch_cfg`` without bias."""
+        LayerNorm eps 1e-5, ``patch_cfg`` without bias,
+        ``num_register_tokens``, ``layer_cfgs`` with a SwiGLU ``ffn_type``,
+        average pooling, ``rope_cfg``."""
         options = {}
         if self.layer_scale:
             options['layer_scale_init_value'] = 1e-5
@@ -108,6 +112,8 @@ class ViTArch:
             options.update(out_type='avg_featmap', final_norm=False)
         if self.rope is not None:
             options['rope_cfg'] = dict(self.rope)
+        if self.num_register_tokens:
+            options['num_register_tokens'] = self.num_register_tokens
         return options
 
     @property
@@ -167,6 +173,10 @@ class ViTArch:
                 (self.ffn_type != 'origin', f'{self.ffn_type} MLP'),
                 (self.avg_pool, 'average pooling'),
                 (self.rope is not None, 'rotary positions'),
+                (
+                    self.num_register_tokens,
+                    f'{self.num_register_tokens} registers',
+                ),
             )
             if present
         ]
@@ -269,6 +279,11 @@ def infer_vit_arch(
         rope=EVA02_ROPE
         if getattr(state_dict, 'family', None) == 'eva02'
         else None,
+        num_register_tokens=(
+            state_dict['backbone.reg_token'].shape[1]
+            if 'backbone.reg_token' in state_dict
+            else 0
+        ),
     )
 
 

@@ -1,8 +1,9 @@
 """Components: the groups of parameters a setting copies, named over
 mmpretrain's ``ImageClassifier(VisionTransformer)`` key space.
 
-``cls_token`` holds the class token and, for a distilled DeiT, the
-distillation token (``dist_token``); ``layer_scale`` the per-channel scales
+``cls_token`` holds the tokens before the patches: the class token, a
+distilled DeiT's distillation token (``dist_token``) and DINOv2's registers
+(``reg_token``); ``layer_scale`` the per-channel scales
 of both residual branches (``attn.gamma1``, ``ffn.gamma2``; DeiT III's
 ``ls1``/``ls2``); ``head`` every classifier layer (a distilled DeiT's
 ``head_dist`` too).
@@ -27,7 +28,7 @@ _COMPONENT_OF = [
     for pattern, component in (
         (r'backbone\.patch_embed\.', 'patch_embed'),
         (r'backbone\.pos_embed$', 'pos_embed'),
-        (r'backbone\.(cls|dist)_token$', 'cls_token'),
+        (r'backbone\.(cls|dist|reg)_token$', 'cls_token'),
         (r'backbone\.(layers\.\d+\.ln[12]|pre_norm)\.', 'norms'),
         (
             r'backbone\.layers\.\d+\.(attn\.gamma1|ffn\.gamma2)\.',

@@ -203,7 +203,10 @@ def adapt_pos_embed(src: torch.Tensor, backbone: nn.Module) -> torch.Tensor:
         TransferError: The checkpoint grid is not square, or the backbone
             has extra tokens the checkpoint has no positions for.
     """
-    extra = backbone.num_extra_tokens
+    # Registers (DINOv2) have no position row.
+    extra = getattr(
+        backbone, 'num_pos_extra_tokens', backbone.num_extra_tokens
+    )
     src_extra = src.shape[1] - int(src.shape[1] ** 0.5) ** 2
     if src_extra not in (0, 1, 2):
         raise TransferError(

@@ -16,7 +16,11 @@ from mmlvit.utils.model import find_student
 
 from .policies import Policy, apply_init, plan_init, resolve_policy
 from .report import CopyReport
-from .source import SoftmaxCheckpoint, softmax_checkpoint_of
+from .source import (
+    SoftmaxCheckpoint,
+    backbone_img_size,
+    softmax_checkpoint_of,
+)
 
 
 def choose_source(
@@ -114,5 +118,6 @@ def _arguments(model, checkpoint, setting, components, attention):
                 'checkpoint=PATH, ...)]) or, in a distillation config, '
                 'model.teacher_checkpoint.'
             )
+        source.fit_img_size(backbone_img_size(find_student(model)))
         state_dict = source.state_dict
     return state_dict, policy.setting.name, policy.components, attention

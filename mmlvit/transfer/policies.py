@@ -239,11 +239,14 @@ def _mark_analytical(records, written):
 
 def _skipped_without_student_param(params, backbone, state_dict, wanted):
     """Records for requested checkpoint tensors the student deliberately
-    lacks (``cls_token``/``dist_token``/``pos_embed`` set to None)."""
+    lacks (``cls_token``/``dist_token``/``reg_token``/``pos_embed`` set to
+    None)."""
     reasons = {
         'backbone.cls_token': 'the student has no class token',
         'backbone.dist_token': 'the student has no distillation token '
         '(with_dist_token=False): dropped',
+        'backbone.reg_token': 'the student has no register tokens '
+        '(num_register_tokens=0): dropped',
         'backbone.pos_embed': 'the student has no learned position embedding'
         ' (fixed sin-cos)',
     }

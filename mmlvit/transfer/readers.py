@@ -41,13 +41,14 @@ FORMATS = (
     'clip',
     'openai-clip',
     'eva02',
+    'dinov2',
 )
 
 _MMPRETRAIN_MARKERS = ('patch_embed.projection.', 'layers.0.')
 
 
 def load_softmax_checkpoint(
-    src: str | Mapping, format: str = 'auto'
+    src: str | Mapping, format: str = 'auto', img_size: int | None = None
 ) -> 'OrderedDict[str, torch.Tensor]':
     """Read a softmax ViT checkpoint as an mmpretrain classifier state dict.
 
@@ -75,8 +76,11 @@ def load_softmax_checkpoint(
             patch bias), ``'eva02'`` (q/v biases or q/k/v projections, a
             SwiGLU MLP; :mod:`.eva02`), and ``'openai-clip'`` (OpenAI/OpenCLIP:
             ``visual.conv1.weight``, ``visual.transformer.resblocks.*``;
-            the image tower is read, the text tower dropped). Under
+            the image tower is read, the text tower dropped), ``'dinov2'``
+            (``reg_token`` or 14-px patches with layer scale). Under
             ``'auto'`` a flat timm file is read as its family.
+        img_size (int, optional): The model's image side; a DINOv2 table
+            for another size is resampled to it with timm's helper.
 
     Returns:
         OrderedDict[str, Tensor]: ``backbone.*`` and, when the file has a
@@ -111,7 +115,7 @@ def load_softmax_checkpoint(
     else:
         as_format = 'clip' if format == 'openai-clip' else format
         state_dict, pretraining, family = convert_timm(
-            weights, name, as_format
+            weights, name, as_format, img_size
         )
         dropped += pretraining
     _log_dropped(name, format, dropped, family)
@@ -280,6 +284,7 @@ _LOCATORS = {
     'deit-distilled': _locate_family('deit-distilled'),
     'clip': _locate_family('clip'),
     'eva02': _locate_family('eva02'),
+    'dinov2': _locate_family('dinov2'),
     'openai-clip': _locate_openai_clip,
 }
 

@@ -28,19 +28,32 @@ class SoftmaxCheckpoint:
             relative path of a shipped file included).
         format (str): Its layout (``FORMATS``), or 'auto' (default) to
             detect it.
+        img_size (int, optional): The image side of the models it feeds
+            (a DINOv2 position table is resampled to it, see
+            :func:`load_softmax_checkpoint`); the first reader with a model
+            may set it (:meth:`fit_img_size`) before the file is read.
 
     Raises:
         ValueError: ``format`` is not one of ``FORMATS``.
     """
 
-    def __init__(self, path: str, format: str = 'auto') -> None:
+    def __init__(
+        self, path: str, format: str = 'auto', img_size: int | None = None
+    ) -> None:
         if format not in FORMATS:
             raise ValueError(
                 f'Unknown checkpoint format {format!r}; choose from {FORMATS}.'
             )
         self.path = str(path)
         self.format = format
+        self.img_size = img_size
         self._state_dict = None
+
+    def fit_img_size(self, img_size: int | None) -> None:
+        """Read the file for models of this image side, unless it is read
+        already or a size is set."""
+        if self._state_dict is None and self.img_size is None:
+            self.img_size = img_size
 
     @property
     def state_dict(self) -> Mapping[str, torch.Tensor]:
@@ -52,7 +65,9 @@ class SoftmaxCheckpoint:
                 layout.
         """
         if self._state_dict is None:
-            self._state_dict = load_softmax_checkpoint(self.path, self.format)
+            self._state_dict = load_softmax_checkpoint(
+                self.path, self.format, self.img_size
+            )
         return self._state_dict
 
     def release(self) -> None:
@@ -71,6 +86,16 @@ class SoftmaxCheckpoint:
 
 def _real(path):
     return osp.realpath(shipped_path(str(path)))
+
+
+def backbone_img_size(model: torch.nn.Module) -> int | None:
+    """The image side a classifier's (or bare) ViT backbone is built for
+    (``patch_embed.init_input_size``), or None."""
+    backbone = getattr(model, 'backbone', model)
+    size = getattr(
+        getattr(backbone, 'patch_embed', None), 'init_input_size', None
+    )
+    return None if size is None else int(size[0])
 
 
 def softmax_checkpoint_of(model: torch.nn.Module) -> SoftmaxCheckpoint | None:

@@ -10,7 +10,9 @@ attn.qkv, attn.proj, ln2, ffn.layers.0.0, ffn.layers.1}.*``,
 ``dist_token`` (1, 1, C) -> ``backbone.dist_token``, ``head_dist.*`` ->
 ``head.layers.head_dist.*``, ``norm_pre.*`` -> ``backbone.pre_norm.*``,
 EVA-02's SwiGLU ``blocks.N.mlp.{w12,w3,norm}.*`` (:mod:`.eva02`) ->
-``backbone.layers.N.ffn.{w12,w3,norm}.*``.
+``backbone.layers.N.ffn.{w12,w3,norm}.*``, DINOv2's ``reg_token`` (1, R, C)
+-> ``backbone.reg_token`` and its packed SwiGLU ``mlp.fc1``/``fc2`` ->
+``backbone.layers.N.ffn.w12``/``w3``.
 """
 
 import math
@@ -21,6 +23,7 @@ import torch
 
 from mmlvit.checkpoint import CheckpointError
 
+from .dinov2_family import pack_swiglu, resample_position_table
 from .errors import preview_keys
 from .eva02 import eva02_to_vit_blocks
 from .vit_families import SUPPORTED, identify_family
@@ -28,6 +31,7 @@ from .vit_families import SUPPORTED, identify_family
 _TOP_LEVEL = {
     'cls_token': 'backbone.cls_token',
     'dist_token': 'backbone.dist_token',
+    'reg_token': 'backbone.reg_token',
     'pos_embed': 'backbone.pos_embed',
     'patch_embed.proj.weight': 'backbone.patch_embed.projection.weight',
     'patch_embed.proj.bias': 'backbone.patch_embed.projection.bias',
@@ -72,13 +76,16 @@ PRETRAINING_ONLY = re.compile(
 )
 
 
-def convert_timm(weights, name, format):
+def convert_timm(weights, name, format, img_size=None):
     """timm ViT keys -> mmpretrain classifier keys.
 
     Args:
         weights (Mapping[str, Tensor]): A timm-layout ViT state dict.
         name (str): The file, for messages.
         format (str): The format it is read as.
+        img_size (int, optional): The model's image side: a DINOv2 position
+            table for another one is resampled to it
+            (:func:`~.dinov2_family.resample_position_table`).
 
     Returns:
         tuple[OrderedDict, list[str], str]: The converted state dict (its
@@ -119,6 +126,10 @@ def convert_timm(weights, name, format):
         )
     _check_family_shapes(converted, name)
     _position_for_extra_tokens(converted)
+    if family == 'dinov2':
+        pack_swiglu(converted, name)
+        if img_size:
+            resample_position_table(converted, img_size, name)
     return converted, dropped, family
 
 

@@ -14,12 +14,14 @@ arXiv:2010.11929 / 2012.12877, each visible in the keys:
   ``attn.v_bias``) or separate ``attn.q_proj/k_proj/v_proj``, a SwiGLU MLP
   (packed ``mlp.fc1`` of twice the hidden width, or ``mlp.fc1_g``,
   ``mlp.fc1_x`` and a hidden ``mlp.norm``) and rotary positions (no
-  weights), see :mod:`.eva02`.
+  weights), see :mod:`.eva02`;
+- DINOv2 (arXiv:2304.07193, with registers arXiv:2309.16588): 14-px patches,
+  layer scale in every block, optionally register tokens (``reg_token``)
+  and, for ViT-g, a SwiGLU MLP packed into ``mlp.fc1`` (2H, C).
 
 Families the backbone cannot express yet are recognised by their own keys
-and refused, naming the family: register tokens (DINOv2/v3), attention
-pooling (SigLIP), a ``w12``/``w3`` SwiGLU (DINOv2-g) and RoPE with its
-periods (DINOv3). So is
+and refused, naming the family: attention pooling (SigLIP), a ``w12``/``w3``
+SwiGLU (Meta's DINOv2-g layout) and registers with RoPE (DINOv3). So is
 a partial match (layer scale in some blocks only, a second head without its
 token): nothing loads half-read.
 """
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 
 from mmlvit.checkpoint import CheckpointError
 
+from .dinov2_family import check_dinov2, is_dinov2
 from .errors import preview_keys
 from .eva02 import SIGNATURE as EVA02_SIGNATURE
 
@@ -84,6 +87,20 @@ FAMILIES = {
         "type 'eva02' with the pre-training grid (16, 16) of every EVA-02 "
         'release',
     ),
+    'dinov2': Family(
+        'DINOv2',
+        '14-px patches and a layer scale in every block, optionally '
+        'reg_token (registers)',
+        'layer scales as DeiT III; the registers are carried without a '
+        'position (num_register_tokens; component cls_token, as the class '
+        'and distillation tokens: FullCopy copies them, Copy and MLPCopy '
+        'leave them fresh); the class position timm '
+        'folded into cls_token gets a zero pos_embed row; a packed SwiGLU '
+        "MLP (ViT-g) -> ffn.w12/w3 (ffn_type 'swiglu'); GELU, LN eps "
+        '1e-6; a position table for another image size than the model is '
+        "resampled with timm's resample_abs_pos_embed (as timm loads "
+        'DINOv2) when the reader is given that size',
+    ),
 }
 _REGISTERS = r'(reg_token|storage_tokens)$'
 _LAYER_SCALE = re.compile(r'blocks\.(\d+)\.(ls[12]\.gamma|gamma_[12])$')
@@ -91,9 +108,9 @@ _BLOCK = re.compile(r'blocks\.(\d+)\.')
 # (pattern over the keys, the family it resembles, what it needs).
 _UNSUPPORTED = (
     (
-        re.compile(r'(reg_token|storage_tokens)$'),
-        'DINOv2/DINOv3 with registers',
-        'register tokens',
+        re.compile(r'storage_tokens$'),
+        'DINOv3',
+        'storage (register) tokens with RoPE',
     ),
     (
         re.compile(r'attn_pool\.'),
@@ -113,7 +130,8 @@ _UNSUPPORTED = (
 )
 SUPPORTED = (
     'ViT/DeiT (timm, DeiT, MAE, DINO, MoCo v3, iBOT releases), DeiT III, '
-    'distilled DeiT, CLIP (timm and OpenAI/OpenCLIP layouts) and EVA-02'
+    'distilled DeiT, CLIP (timm and OpenAI/OpenCLIP layouts), EVA-02 and '
+    "DINOv2 (timm's layout, with or without registers)"
 )
 
 
@@ -146,11 +164,14 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
                 f'cannot be converted yet. Keys that do not fit: '
                 f'{preview_keys(hits, 8)}. Supported: {SUPPORTED}.'
             )
+    check_dinov2(weights, name)
     found = [
         f
         for f in ('eva02', 'deit3', 'deit-distilled', 'clip')
         if _has(f, keys)
     ]
+    if is_dinov2(weights):
+        found.insert(0, 'dinov2')
     if 'deit3' in found:
         _check_layer_scale(keys, name)
     if 'deit-distilled' in found:
@@ -198,6 +219,11 @@ def _has(family, keys):
 def _missing(family, keys):
     if family == 'eva02':
         return 'blocks.N.attn.q_bias, blocks.N.attn.v_bias (or q_proj)'
+    if family == 'dinov2':
+        return (
+            '14-px patches (patch_embed.proj.weight (C, 3, 14, 14)) and '
+            + (_missing('deit3', keys))
+        )
     if family == 'deit3':
         return 'blocks.N.ls1.gamma, blocks.N.ls2.gamma'
     if family == 'deit-distilled':

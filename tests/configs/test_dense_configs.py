@@ -116,8 +116,10 @@ def test_vit_b_model_builds(path):
     model_cfg = cfg.model.get('student', cfg.model)
     model = build(cfg, model_cfg)
     backbone = model.backbone
-    assert (backbone.embed_dims, backbone.num_layers) == (768, 12)
-    assert sum(p.numel() for p in backbone.parameters()) > 85e6
+    # ViT-B, or ViT-S/14 for the DINOv2-S configs.
+    width, params = (384, 21e6) if '_vit-s14-' in path else (768, 85e6)
+    assert (backbone.embed_dims, backbone.num_layers) == (width, 12)
+    assert sum(p.numel() for p in backbone.parameters()) > params
     del model
 
 

@@ -60,7 +60,7 @@ class Logged(Hook):
 
 
 @pytest.mark.parametrize(
-    'family', ['deit3', 'deit-distilled', 'clip', 'eva02']
+    'family', ['deit3', 'deit-distilled', 'clip', 'eva02', 'dinov2']
 )
 def test_distillation_from_the_family_teacher(family, tmp_path):
     path = save_family(family, tmp_path / f'{family}.pth')
@@ -108,7 +108,7 @@ def test_distillation_from_the_family_teacher(family, tmp_path):
         )
     # MLPCopy gave the student the MLPs and layer scales before training.
     copied = [k for k in state if '.ffn.' in k or '.gamma1.' in k]
-    assert len(copied) == (12 if family == 'deit3' else 8)
+    assert len(copied) == (12 if family in ('deit3', 'dinov2') else 8)
     for key in copied:
         assert torch.equal(logged.initial[key], state[key])
     assert len(logged.steps) == 3

@@ -63,7 +63,6 @@ def test_partial_distillation_parts_are_refused():
 @pytest.mark.parametrize(
     'name,family,key',
     [
-        ('vit_small_patch14_reg4_dinov2', 'DINOv2/DINOv3', 'reg_token'),
         ('vit_base_patch16_siglip_224', 'SigLIP', 'attn_pool.latent'),
         ('vit_small_patch16_dinov3', 'DINOv3', 'reg_token'),
     ],

@@ -7,6 +7,9 @@ from torch import Tensor
 
 from mmlvit.ops.common.heads import split_qkv
 
+# A class token, a distillation token and up to 16 registers.
+MAX_PREFIX_TOKENS = 18
+
 
 class BaseAttention(BaseModule):
     """Multi-head token mixing with softmax-compatible parameter names.
@@ -132,25 +135,29 @@ class BaseAttention(BaseModule):
     def num_extra_tokens(
         self, num_tokens: int, hw_shape: tuple[int, int]
     ) -> int:
-        """How many non-patch tokens (the class token, and a distilled
-        DeiT's distillation token after it) precede the H*W patches.
+        """How many tokens (the class token, a distilled DeiT's
+        distillation token, registers) precede the H*W patches.
 
         Raises:
-            ValueError: ``num_tokens`` is not H*W, H*W + 1 or H*W + 2, or
-                there is a class token and the operator mixes patches only.
+            ValueError: ``num_tokens`` is not H*W plus 0 to
+                :data:`MAX_PREFIX_TOKENS`, or there are tokens before the
+                patches and the operator mixes patches only.
         """
         H, W = hw_shape
         extra = num_tokens - H * W
-        if extra not in (0, 1, 2):
+        if not 0 <= extra <= MAX_PREFIX_TOKENS:
             raise ValueError(
                 f'Got {num_tokens} tokens for a {H}x{W} patch grid; expected '
-                f'{H * W} (no class token), {H * W + 1} (class token first) '
-                f'or {H * W + 2} (class and distillation tokens first).'
+                f'the {H * W} patches after 0 to {MAX_PREFIX_TOKENS} tokens '
+                '(a class token, a distillation token, up to 16 registers), '
+                f'i.e. {H * W} to {H * W + MAX_PREFIX_TOKENS} tokens.'
             )
         if extra and self.patch_tokens_only:
             raise ValueError(
-                f'{type(self).__name__} mixes patch tokens only and got a '
-                'class token; build the backbone with with_cls_token=False.'
+                f'{type(self).__name__} mixes patch tokens only and got '
+                f'{extra} tokens before the patches (a class token, a '
+                'distillation token or registers); build the backbone with '
+                'with_cls_token=False and num_register_tokens=0.'
             )
         return extra
 

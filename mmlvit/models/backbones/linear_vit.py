@@ -1,7 +1,5 @@
 """LinearVisionTransformer: mmpretrain's ViT with a pluggable attention."""
 
-import copy
-
 import numpy as np
 import torch
 import torch.nn as nn
@@ -15,8 +13,9 @@ from torch import Tensor
 
 from .linear_encoder_layer import LinearTransformerEncoderLayer
 from .position_embedding import sincos_position_embedding
+from .register_tokens import add_register_tokens, insert_register_tokens
 from .rope import AxialRope, check_rope_support
-from .token_layout import attention_class, token_layout
+from .token_layout import per_layer_attn_cfgs, token_layout
 
 POS_EMBED_TYPES = ('learned', 'sincos')
 
@@ -55,6 +54,12 @@ class LinearVisionTransformer(VisionTransformer):
             :class:`~.rope.AxialRope`. Tables are built for each forward's
             grid (no weights). Every operator must have ``supports_rope``.
             Keyword only. Defaults to None.
+        num_register_tokens (int): R registers (DINOv2, arXiv 2309.16588):
+            ``reg_token`` (1, R, C) after the class (and distillation) token,
+            with no position (``pos_embed`` has no rows for them);
+            ``num_extra_tokens`` counts them, ``num_pos_extra_tokens`` not.
+            Not with patch-tokens-only operators. Keyword only. Defaults
+            to 0.
 
         with_cls_token (bool, optional): Prepend a class token. Defaults to
             None: True, unless an operator mixes patch tokens only
@@ -108,6 +113,7 @@ class LinearVisionTransformer(VisionTransformer):
         pos_embed_type=None,
         with_dist_token=False,
         rope_cfg=None,
+        num_register_tokens=0,
     ):
         with_cls_token, out_type, pos_embed_type = token_layout(
             attn_cfg, with_cls_token, out_type, pos_embed_type
@@ -150,11 +156,14 @@ class LinearVisionTransformer(VisionTransformer):
                 f'num_heads={num_heads} must divide '
                 f'embed_dims={embed_dims} (arch {arch}).'
             )
-        attn_cfgs = self._per_layer_attn_cfgs(attn_cfg)
+        attn_cfgs = per_layer_attn_cfgs(attn_cfg, self.num_layers)
 
         self.dist_token = None
         if with_dist_token:
             self._add_dist_token(with_cls_token, pos_embed_type)
+        self.num_pos_extra_tokens = self.num_extra_tokens
+        self.num_register_tokens = num_register_tokens
+        self.reg_token = add_register_tokens(self, attn_cfgs)
         self.pos_embed_type = pos_embed_type
         if pos_embed_type == 'sincos':
             if embed_dims % 4 != 0:
@@ -212,21 +221,23 @@ class LinearVisionTransformer(VisionTransformer):
             )
 
     def init_weights(self) -> None:
-        """mmpretrain's init, and the distillation token (if any) drawn
-        like DeiT's (truncated normal, std 0.02)."""
+        """mmpretrain's init, and the distillation and register tokens (if
+        any) drawn like DeiT's (truncated normal, std 0.02)."""
         super().init_weights()
         pretrained = (
             isinstance(self.init_cfg, dict)
             and self.init_cfg.get('type') == 'Pretrained'
         )
-        if self.dist_token is not None and not pretrained:
-            trunc_normal_(self.dist_token, std=0.02)
+        for token in (self.dist_token, self.reg_token):
+            if token is not None and not pretrained:
+                trunc_normal_(token, std=0.02)
 
     def _freeze_stages(self) -> None:
         super()._freeze_stages()
         # mmpretrain's __init__ freezes before the token exists.
-        if getattr(self, 'dist_token', None) is not None:
-            self.dist_token.requires_grad = False
+        for name in ('dist_token', 'reg_token'):
+            if getattr(self, name, None) is not None:
+                getattr(self, name).requires_grad = False
 
     def _format_output(self, x: Tensor, hw_shape: tuple[int, int]):
         if self.dist_token is not None and self.out_type == 'cls_token':
@@ -241,43 +252,19 @@ class LinearVisionTransformer(VisionTransformer):
             self._freeze_stages()
         return self
 
-    def _per_layer_attn_cfgs(self, attn_cfg):
-        """Validate ``attn_cfg`` and return one config per layer."""
-        if isinstance(attn_cfg, dict):
-            attn_cfgs = [attn_cfg] * self.num_layers
-        elif isinstance(attn_cfg, (list, tuple)):
-            if len(attn_cfg) != self.num_layers:
-                raise ValueError(
-                    f'attn_cfg is a list of {len(attn_cfg)} configs but the '
-                    f'model has {self.num_layers} layers: give one dict for '
-                    'all layers or exactly one per layer.'
-                )
-            attn_cfgs = list(attn_cfg)
-        else:
-            raise TypeError(
-                'attn_cfg must be a dict or a list of dicts, got '
-                f'{type(attn_cfg).__name__}.'
-            )
-        for i, cfg in enumerate(attn_cfgs):
-            if not isinstance(cfg, dict) or 'type' not in cfg:
-                raise ValueError(
-                    f'attn_cfg for layer {i} must be a dict with '
-                    f'a "type", got {cfg!r}.'
-                )
-            for key in ('embed_dims', 'num_heads'):
-                if key in cfg:
-                    raise ValueError(
-                        f'attn_cfg for layer {i} sets {key!r}; it comes from '
-                        'arch, remove it.'
-                    )
-            attention_class(cfg['type'])
-        return [copy.deepcopy(cfg) for cfg in attn_cfgs]
-
     def _prepare_pos_embed(self, state_dict, prefix, *args, **kwargs):
         # A fixed sin-cos embedding has nothing to load: a checkpoint's
-        # learned table stays an unexpected key.
+        # learned table stays an unexpected key. mmpretrain resizes the
+        # table with num_extra_tokens rows in front: registers have none.
         if self.pos_embed is not None:
-            super()._prepare_pos_embed(state_dict, prefix, *args, **kwargs)
+            extra, self.num_extra_tokens = (
+                self.num_extra_tokens,
+                self.num_pos_extra_tokens,
+            )
+            try:
+                super()._prepare_pos_embed(state_dict, prefix, *args, **kwargs)
+            finally:
+                self.num_extra_tokens = extra
 
     def position_embedding(
         self,
@@ -294,7 +281,8 @@ class LinearVisionTransformer(VisionTransformer):
                 is computed in. Defaults to float32.
 
         Returns:
-            Tensor: (1, num_extra_tokens + H*W, C).
+            Tensor: (1, num_pos_extra_tokens + H*W, C): registers have no
+            position.
         """
         if self.pos_embed is not None:
             return resize_pos_embed(
@@ -302,12 +290,12 @@ class LinearVisionTransformer(VisionTransformer):
                 self.patch_resolution,
                 hw_shape,
                 mode=self.interpolate_mode,
-                num_extra_tokens=self.num_extra_tokens,
+                num_extra_tokens=self.num_pos_extra_tokens,
             )
         pos = sincos_position_embedding(
             hw_shape, self.embed_dims, device=device, dtype=dtype
         )
-        return F.pad(pos, (0, 0, self.num_extra_tokens, 0))
+        return F.pad(pos, (0, 0, self.num_pos_extra_tokens, 0))
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
         """(B, in_channels, H_img, W_img) -> tuple of ``out_type`` features,
@@ -323,6 +311,10 @@ class LinearVisionTransformer(VisionTransformer):
         table_dtype = torch.promote_types(x.dtype, torch.float32)
         pos = self.position_embedding(hw_shape, x.device, table_dtype)
         x = x + pos.to(x.dtype)
+        # [class, (distillation), registers, patches]
+        x = insert_register_tokens(
+            x, self.reg_token, self.num_pos_extra_tokens
+        )
         x = self.pre_norm(self.drop_after_pos(x))
         rope = None
         if self.rope is not None:

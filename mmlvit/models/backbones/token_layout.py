@@ -1,5 +1,7 @@
 """Which tokens a LinearVisionTransformer carries, from its operators."""
 
+import copy
+
 from mmpretrain.registry import MODELS
 
 from ..attentions import BaseAttention, registered_operators
@@ -55,3 +57,37 @@ def token_layout(attn_cfg, with_cls_token, out_type, pos_embed_type):
     if pos_embed_type is None:
         pos_embed_type = 'sincos' if patch_only else 'learned'
     return with_cls_token, out_type, pos_embed_type
+
+
+def per_layer_attn_cfgs(attn_cfg, num_layers):
+    """Validate ``attn_cfg`` (one dict, or one per layer) and return a
+    copy of it for each of the ``num_layers`` layers."""
+    if isinstance(attn_cfg, dict):
+        attn_cfgs = [attn_cfg] * num_layers
+    elif isinstance(attn_cfg, (list, tuple)):
+        if len(attn_cfg) != num_layers:
+            raise ValueError(
+                f'attn_cfg is a list of {len(attn_cfg)} configs but the '
+                f'model has {num_layers} layers: give one dict for '
+                'all layers or exactly one per layer.'
+            )
+        attn_cfgs = list(attn_cfg)
+    else:
+        raise TypeError(
+            'attn_cfg must be a dict or a list of dicts, got '
+            f'{type(attn_cfg).__name__}.'
+        )
+    for i, cfg in enumerate(attn_cfgs):
+        if not isinstance(cfg, dict) or 'type' not in cfg:
+            raise ValueError(
+                f'attn_cfg for layer {i} must be a dict with '
+                f'a "type", got {cfg!r}.'
+            )
+        for key in ('embed_dims', 'num_heads'):
+            if key in cfg:
+                raise ValueError(
+                    f'attn_cfg for layer {i} sets {key!r}; it comes from '
+                    'arch, remove it.'
+                )
+        attention_class(cfg['type'])
+    return [copy.deepcopy(cfg) for cfg in attn_cfgs]

@@ -8,15 +8,15 @@ import torch.nn as nn
 from mmengine.logging import print_log
 
 from mmlvit.checkpoint import CheckpointError, first_few, shape_text
-from mmlvit.transfer import SoftmaxCheckpoint
+from mmlvit.transfer import SoftmaxCheckpoint, backbone_img_size
 
 _BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')
 NO_TEACHER = (
     "AttentionDistiller needs the frozen softmax teacher's weights to "
     'train, but model.teacher_checkpoint is not set: pass --cfg-options '
     'model.teacher_checkpoint=PATH (an mmpretrain, timm, DeiT, DeiT III, '
-    'distilled DeiT, CLIP, MAE, DINO, MoCo v3 or iBOT checkpoint). Testing '
-    'and inference need no teacher.'
+    'distilled DeiT, CLIP, DINOv2, MAE, DINO, MoCo v3 or iBOT checkpoint). '
+    'Testing and inference need no teacher.'
 )
 
 
@@ -50,6 +50,8 @@ def load_teacher_weights(
         raise ValueError(NO_TEACHER)
     if not isinstance(checkpoint, SoftmaxCheckpoint):
         checkpoint = SoftmaxCheckpoint(checkpoint)
+    # A DINOv2 table is read at the teacher's image size.
+    checkpoint.fit_img_size(backbone_img_size(teacher))
     state, name = checkpoint.state_dict, checkpoint.path
     own = teacher.state_dict()
     fix = (
