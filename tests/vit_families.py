@@ -18,6 +18,8 @@ TIMM_NAMES = {
     'deit3': 'deit3_small_patch16_224',
     'deit-distilled': 'deit_tiny_distilled_patch16_224',
     'clip': 'vit_base_patch16_clip_quickgelu_224',
+    'siglip': 'vit_base_patch16_siglip_224',
+    'siglip-gap': 'vit_base_patch16_siglip_gap_224',
 }
 # Two images of the tiny models' size.
 IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
@@ -26,7 +28,17 @@ IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
 @functools.cache
 def timm_model(family):
     """timm's model of ``family`` (tiny, perturbed, eval mode)."""
-    return perturbed_timm_model(TIMM_NAMES[family], **TIMM_FAMILY_TINY)
+    model = perturbed_timm_model(TIMM_NAMES[family], **TIMM_FAMILY_TINY)
+    if getattr(model, 'attn_pool', None) is not None:
+        # Shifted by U(0, 1), the pool's layers would blow its output up
+        # to ~1e3, where fp32 rounding alone exceeds the oracle's 1e-5:
+        # centred and scaled by fan-in, it stays O(1) and still far from
+        # a fresh init.
+        with torch.no_grad():
+            for layer in model.attn_pool.modules():
+                if isinstance(layer, torch.nn.Linear):
+                    layer.weight.sub_(0.5).mul_(layer.in_features**-0.5)
+    return model
 
 
 def openai_layout(state):
@@ -83,8 +95,8 @@ def save_family(family, path, layout='timm'):
 
 def family_classifier(state, attn, seed=0, **backbone):
     """The ImageClassifier of a converted state dict's family (shape,
-    layer scale, distillation token, pre-norm, head type read off the
-    weights) with the operator ``attn``, after init_weights()."""
+    layer scale, distillation token, pre-norm, pooling neck, head type read
+    off the weights) with the operator ``attn``, after init_weights()."""
     init_default_scope('mmpretrain')
     arch = infer_vit_arch(state, num_heads=TIMM_FAMILY_TINY['num_heads'])
     cfg = dict(
@@ -97,6 +109,7 @@ def family_classifier(state, attn, seed=0, **backbone):
             attn_cfg=dict(type=attn),
             **(arch.backbone_options() | backbone),
         ),
+        neck=arch.neck,
         head=dict(
             type=arch.head_type,
             num_classes=arch.num_classes,

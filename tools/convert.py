@@ -2,7 +2,7 @@
 
 Reads SOFTMAX_CKPT in any supported layout (mmpretrain, timm .pth or
 .safetensors, official DeiT, DeiT III, distilled DeiT, CLIP in timm's or
-OpenAI's layout, MAE, DINO, MoCo v3, iBOT), reads the
+OpenAI's layout, SigLIP, MAE, DINO, MoCo v3, iBOT), reads the
 architecture off its weights (width, depth, MLP width, patch size, image
 size, classes; heads by the standard ViT zoo unless --num-heads), and writes
 to --out:

@@ -222,6 +222,15 @@ def student_config_text(
         ),
         teacher=dict(backbone=teacher_backbone, head=teacher_head),
     )
+    if arch.neck is not None:
+        # The pooling of a model without a class token (SigLIP's MAP or
+        # GAP), the same in both.
+        for net in ('student', 'teacher'):
+            model[net]['neck'] = arch.neck
+        if not arch.num_classes:
+            # The file has no classifier to give the teacher; distillation
+            # reads its blocks only.
+            model['teacher']['head'] = None
     if num_classes is not None:
         model['student']['head']['num_classes'] = num_classes
     hooks = [dict(type='SoftmaxToLinearInitHook', setting=setting.name)]

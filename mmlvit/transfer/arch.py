@@ -9,7 +9,9 @@ the head. The heads follow the standard ViT zoo (ViT-Ti/S/B/L/H: 3, 6, 12,
 The family's structure is read off its keys too: layer scales (DeiT III), a
 distillation token (distilled DeiT), a pre-norm without patch bias (CLIP,
 whose QuickGELU and LayerNorm eps 1e-5 the weights cannot show: they are
-taken as OpenAI's CLIP has them).
+taken as OpenAI's CLIP has them), the pooling of a model without a class
+token (SigLIP: an attention-pooling neck, or the average after the final
+norm).
 """
 
 import math
@@ -30,6 +32,7 @@ _BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')
 _PATCH = 'backbone.patch_embed.projection.weight'
 _FFN = 'backbone.layers.0.ffn.layers.0.0.weight'
 _HEAD = 'head.layers.head.weight'
+_POOL_FFN = 'neck.mlp.fc1.weight'
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,13 @@ class ViTArch:
         dist_token (bool): A distillation token and a second head.
         pre_norm (bool): A LayerNorm before the blocks (CLIP).
         patch_bias (bool): The patch embedding has a bias.
+        pooling (str, optional): How a model without a class token pools:
+            ``'map'`` (an attention-pooling neck, SigLIP), ``'avg'`` (the
+            mean of the patch tokens after the final norm, SigLIP's GAP
+            variant); None: mmpretrain's own (the class token, else
+            ``avg_featmap``).
+        pool_feedforward_channels (int, optional): The MLP width of the
+            attention-pooling neck.
     """
 
     embed_dims: int
@@ -65,13 +75,17 @@ class ViTArch:
     dist_token: bool = False
     pre_norm: bool = False
     patch_bias: bool = True
+    pooling: str | None = None
+    pool_feedforward_channels: int | None = None
 
     def backbone_options(self) -> dict:
         """What ``LinearVisionTransformer`` needs beyond the shape to
         compute this family's function (empty for a plain ViT/DeiT):
         ``layer_scale_init_value`` (any positive value: the copy sets the
         scales), ``with_dist_token``, ``pre_norm`` with CLIP's QuickGELU and
-        LayerNorm eps 1e-5, ``patch_cfg`` without bias."""
+        LayerNorm eps 1e-5, ``patch_cfg`` without bias, no class token and
+        the ``out_type`` the pooling neck reads (``'raw'`` for MAP,
+        ``'featmap'`` for GAP; see :attr:`neck`)."""
         options = {}
         if self.layer_scale:
             options['layer_scale_init_value'] = 1e-5
@@ -86,7 +100,26 @@ class ViTArch:
         if self.patch_bias == self.pre_norm:
             # mmpretrain drops the patch bias exactly with pre_norm.
             options['patch_cfg'] = dict(bias=self.patch_bias)
+        if self.pooling is not None:
+            out_type = 'raw' if self.pooling == 'map' else 'featmap'
+            options.update(with_cls_token=False, out_type=out_type)
         return options
+
+    @property
+    def neck(self) -> dict | None:
+        """The classifier's neck: ``AttentionPoolingNeck`` (MAP, the
+        backbone's heads) or ``GlobalAveragePooling`` (GAP over the patch
+        map), None for mmpretrain's own pooling."""
+        if self.pooling == 'map':
+            return dict(
+                type='AttentionPoolingNeck',
+                in_channels=self.embed_dims,
+                num_heads=self.num_heads,
+                feedforward_channels=self.pool_feedforward_channels,
+            )
+        if self.pooling == 'avg':
+            return dict(type='GlobalAveragePooling')
+        return None
 
     @property
     def head_type(self) -> str:
@@ -142,6 +175,8 @@ class ViTArch:
                 (self.dist_token, 'distillation token'),
                 (self.pre_norm, 'pre-norm (CLIP: QuickGELU, LN eps 1e-5)'),
                 (not self.patch_bias, 'no patch bias'),
+                (self.pooling == 'map', 'attention pooling (MAP)'),
+                (self.pooling == 'avg', 'average pooling after the norm'),
             )
             if present
         ]
@@ -222,6 +257,7 @@ def infer_vit_arch(
             )
         img_size = side * patch_h
     head = state_dict.get(_HEAD)
+    pool_ffn = state_dict.get(_POOL_FFN)
     return ViTArch(
         embed_dims=embed_dims,
         num_layers=num_layers,
@@ -236,4 +272,23 @@ def infer_vit_arch(
         dist_token=dist_token,
         pre_norm='backbone.pre_norm.weight' in state_dict,
         patch_bias='backbone.patch_embed.projection.bias' in state_dict,
+        pooling=_pooling(state_dict, with_cls_token),
+        pool_feedforward_channels=(
+            None if pool_ffn is None else pool_ffn.shape[0]
+        ),
     )
+
+
+def _pooling(state_dict, with_cls_token):
+    """'map' with an attention-pooling neck; 'avg' without a class token
+    when the final norm comes before the mean (no norm after it); else
+    None."""
+    if 'neck.latent' in state_dict:
+        return 'map'
+    if (
+        not with_cls_token
+        and 'backbone.ln1.weight' in state_dict
+        and 'backbone.ln2.weight' not in state_dict
+    ):
+        return 'avg'
+    return None

@@ -40,6 +40,7 @@ FORMATS = (
     'deit-distilled',
     'clip',
     'openai-clip',
+    'siglip',
 )
 
 _MMPRETRAIN_MARKERS = ('patch_embed.projection.', 'layers.0.')
@@ -73,7 +74,8 @@ def load_softmax_checkpoint(
             (``dist_token``, ``head_dist``), ``'clip'`` (``norm_pre``, no
             patch bias), and ``'openai-clip'`` (OpenAI/OpenCLIP:
             ``visual.conv1.weight``, ``visual.transformer.resblocks.*``;
-            the image tower is read, the text tower dropped). Under
+            the image tower is read, the text tower dropped), ``'siglip'``
+            (no class token; ``attn_pool.*``, or the GAP variant). Under
             ``'auto'`` a flat timm file is read as its family.
 
     Returns:
@@ -278,6 +280,7 @@ _LOCATORS = {
     'deit-distilled': _locate_family('deit-distilled'),
     'clip': _locate_family('clip'),
     'openai-clip': _locate_openai_clip,
+    'siglip': _locate_family('siglip'),
 }
 
 

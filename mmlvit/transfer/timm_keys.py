@@ -8,7 +8,10 @@ attn.qkv, attn.proj, ln2, ffn.layers.0.0, ffn.layers.1}.*``,
 :mod:`.vit_families` add theirs: ``blocks.N.ls1.gamma``/``ls2.gamma`` (C,)
 -> ``backbone.layers.N.attn.gamma1.weight``/``ffn.gamma2.weight``,
 ``dist_token`` (1, 1, C) -> ``backbone.dist_token``, ``head_dist.*`` ->
-``head.layers.head_dist.*``, ``norm_pre.*`` -> ``backbone.pre_norm.*``.
+``head.layers.head_dist.*``, ``norm_pre.*`` -> ``backbone.pre_norm.*``,
+SigLIP's ``attn_pool.*`` -> ``neck.*`` (:class:`AttentionPoolingNeck`:
+``latent`` (1, L, C), ``q``, ``kv``, ``proj``, ``norm``, ``mlp.fc1``,
+``mlp.fc2``).
 """
 
 import math
@@ -20,7 +23,7 @@ import torch
 from mmlvit.checkpoint import CheckpointError
 
 from .errors import preview_keys
-from .vit_families import SUPPORTED, identify_family
+from .vit_families import ATTN_POOL_KEYS, SUPPORTED, identify_family
 
 _TOP_LEVEL = {
     'cls_token': 'backbone.cls_token',
@@ -38,7 +41,7 @@ _TOP_LEVEL = {
     'head.bias': 'head.layers.head.bias',
     'head_dist.weight': 'head.layers.head_dist.weight',
     'head_dist.bias': 'head.layers.head_dist.bias',
-}
+} | {key: 'neck.' + key.removeprefix('attn_pool.') for key in ATTN_POOL_KEYS}
 _BLOCK_MODULES = {
     'norm1': 'ln1',
     'attn.qkv': 'attn.qkv',
@@ -126,8 +129,9 @@ def _position_for_extra_tokens(state):
 
 
 def _check_family_shapes(state, name):
-    """Layer scales (C,) and a distillation token (1, 1, C) of the model's
-    width C; a wrong size is an error naming the tensor."""
+    """Layer scales (C,), a distillation token (1, 1, C) and an attention
+    pool's latent (1, L, C) and kv (2C, C) of the model's width C; a wrong
+    size is an error naming the tensor."""
     patch = state.get('backbone.patch_embed.projection.weight')
     if patch is None:
         return
@@ -140,11 +144,18 @@ def _check_family_shapes(state, name):
             and tuple(value.shape) != (width,)
         )
         or (key == 'backbone.dist_token' and value.shape != (1, 1, width))
+        or (
+            key == 'neck.latent'
+            and (value.dim() != 3 or value.shape[::2] != (1, width))
+        )
+        or (key == 'neck.kv.weight' and value.shape != (2 * width, width))
     ]
     if wrong:
         raise CheckpointError(
             f'{name}: {preview_keys(wrong, 6)} do not fit the model width '
             f'{width} (patch embedding {tuple(patch.shape)}): a layer scale '
-            f'is ({width},), a distillation token (1, 1, {width}). The file '
+            f'is ({width},), a distillation token (1, 1, {width}), an '
+            f'attention-pool latent (1, L, {width}) and its kv '
+            f'({2 * width}, {width}). The file '
             'is damaged or mixes two models.'
         )
