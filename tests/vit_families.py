@@ -26,9 +26,12 @@ IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
 
 
 @functools.cache
-def timm_model(family):
-    """timm's model of ``family`` (tiny, perturbed, eval mode)."""
-    model = perturbed_timm_model(TIMM_NAMES[family], **TIMM_FAMILY_TINY)
+def timm_model(family, **kwargs):
+    """timm's model of ``family`` (tiny, perturbed, eval mode; ``kwargs``
+    go to ``timm.create_model``, e.g. ``act_layer='gelu_tanh'``)."""
+    model = perturbed_timm_model(
+        TIMM_NAMES[family], **(TIMM_FAMILY_TINY | kwargs)
+    )
     if getattr(model, 'attn_pool', None) is not None:
         # Shifted by U(0, 1), the pool's layers would blow its output up
         # to ~1e3, where fp32 rounding alone exceeds the oracle's 1e-5:

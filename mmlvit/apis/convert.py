@@ -226,7 +226,8 @@ def student_config_text(
         # The pooling of a model without a class token (SigLIP's MAP or
         # GAP), the same in both.
         for net in ('student', 'teacher'):
-            model[net]['neck'] = arch.neck
+            # The recipe has no neck (None) to merge into.
+            model[net]['neck'] = dict(_delete_=True, **arch.neck)
         if not arch.num_classes:
             # The file has no classifier to give the teacher; distillation
             # reads its blocks only.

@@ -192,9 +192,8 @@ def _missing(family, keys):
             ', head_dist.*' if 'head.weight' in keys else ''
         )
     if family == 'siglip':
-        if 'cls_token' in keys:
-            return 'no cls_token (the file has one)'
-        return 'attn_pool.* (MAP), or norm.* without fc_norm.* (GAP)'
+        absent = '; cls_token should be absent' if 'cls_token' in keys else ''
+        return 'attn_pool.* (MAP), or norm.* without fc_norm.* (GAP)' + absent
     return 'norm_pre.weight, norm_pre.bias' + (
         '; patch_embed.proj.bias should be absent'
         if 'patch_embed.proj.bias' in keys

@@ -2,7 +2,9 @@
 Runner: the teacher is the family's architecture with softmax attention,
 read from timm's own file (so it computes timm's function), the GLA
 student starts from MLPCopy (MLPs and layer scales) and trains a few
-iterations on the attention-output loss."""
+iterations on the attention-output loss. SigLIP's student has no class
+token on either side: its patch tokens alone are matched, and MLPCopy
+gives it the attention-pooling neck too."""
 
 import math
 
@@ -53,7 +55,9 @@ class Logged(Hook):
         self.steps.append({k: float(v) for k, v in outputs.items()})
 
 
-@pytest.mark.parametrize('family', ['deit3', 'deit-distilled', 'clip'])
+@pytest.mark.parametrize(
+    'family', ['deit3', 'deit-distilled', 'clip', 'siglip']
+)
 def test_distillation_from_the_family_teacher(family, tmp_path):
     path = save_family(family, tmp_path / f'{family}.pth')
     state = read(path)
@@ -97,11 +101,20 @@ def test_distillation_from_the_family_teacher(family, tmp_path):
             rtol=0,
             atol=1e-5,
         )
-    # MLPCopy gave the student the MLPs and layer scales before training.
-    copied = [k for k in state if '.ffn.' in k or '.gamma1.' in k]
-    assert len(copied) == (12 if family == 'deit3' else 8)
+    # MLPCopy gave the student the MLPs, layer scales and attention pool
+    # before training.
+    copied = [
+        k
+        for k in state
+        if '.ffn.' in k or '.gamma1.' in k or k.startswith('neck.')
+    ]
+    assert len(copied) == {'deit3': 12, 'siglip': 21}.get(family, 8)
     for key in copied:
         assert torch.equal(logged.initial[key], state[key])
+    if family == 'siglip':  # patch tokens only, on both sides
+        for net in (runner.model.student, teacher_model):
+            assert net.backbone.cls_token is None
+            assert net.backbone.num_extra_tokens == 0
     assert len(logged.steps) == 3
     for step in logged.steps:
         assert step['loss_distill'] > 0 and math.isfinite(step['loss'])
