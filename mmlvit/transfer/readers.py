@@ -288,7 +288,7 @@ def _select_mmpretrain(weights):
     state_dict = OrderedDict(
         (k, v)
         for k, v in weights.items()
-        if k.startswith(('backbone.', 'head.'))
+        if k.startswith(('backbone.', 'neck.', 'head.'))
     )
     dropped = [k for k in weights if k not in state_dict]
     return state_dict, dropped

@@ -11,10 +11,10 @@ arXiv:2010.11929 / 2012.12877, each visible in the keys:
 - CLIP (arXiv:2103.00020): a LayerNorm before the blocks (``norm_pre``) and
   a patch embedding without bias;
 - SigLIP (arXiv:2303.15343; SigLIP 2, arXiv:2502.14786, in timm's same
-  layout): no class token,
-  the patch tokens pooled by a multihead attention-pooling head
-  (``attn_pool.*``, MAP, arXiv:1810.00825), or in its GAP variant averaged
-  after the final norm (no class token, ``norm``, no ``fc_norm``).
+  layout): no class token, the patch tokens pooled by a multihead
+  attention-pooling head (``attn_pool.*``, MAP, arXiv:1810.00825), or in
+  its GAP variant averaged after the final norm (``norm``, no
+  ``fc_norm``).
 
 Families the backbone cannot express yet are recognised by their own keys
 and refused, naming the family: register tokens (DINOv2/v3), split q/v

@@ -19,7 +19,12 @@ from vit_families import (
     timm_model,
 )
 
-from mmlvit.transfer import COMPONENTS, apply_init, component_of
+from mmlvit.transfer import (
+    COMPONENTS,
+    apply_init,
+    component_of,
+    infer_vit_arch,
+)
 
 TANH = dict(type='GELU', approximate='tanh')
 NECKS = {
@@ -146,3 +151,19 @@ def test_convert_tool_writes_a_siglip_student(
         )
     student = torch.load(out / f'{config.stem}_init.pth')['state_dict']
     assert torch.equal(student['neck.latent'], timm.attn_pool.latent)
+
+
+def test_an_mmpretrain_file_keeps_its_neck(tmp_path):
+    """A SigLIP classifier saved in mmpretrain keys reads back whole (the
+    neck too) and as the same architecture."""
+    state = read(save_family('siglip', tmp_path / 'siglip.pth'))
+    model, _ = fullcopy_softmax(state)
+    path = tmp_path / 'mmpretrain.pth'
+    torch.save({'state_dict': model.state_dict()}, path)
+    again = read(path)
+    assert {k for k in again if k.startswith('neck.')} == {
+        k for k in state if k.startswith('neck.')
+    }
+    arch = infer_vit_arch(again, num_heads=2)
+    assert arch == infer_vit_arch(state, num_heads=2)
+    assert arch.neck['type'] == 'AttentionPoolingNeck'
