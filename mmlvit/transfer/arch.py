@@ -5,7 +5,8 @@ states everything about its ViT but the head count: width and patch size
 from the patch embedding, depth from the block indices, MLP width from the
 first MLP layer, image size from the learned position table, classes from
 the head. The heads follow the standard ViT zoo (ViT-Ti/S/B/L/H: 3, 6, 12,
-16, 16 heads; arXiv:2010.11929, arXiv:2012.12877), else 64 channels a head.
+16, 16 heads; arXiv:2010.11929, arXiv:2012.12877; SigLIP's So400m, 1152
+wide: 16, arXiv:2305.13035), else 64 channels a head.
 The family's structure is read off its keys too: layer scales (DeiT III), a
 distillation token (distilled DeiT), a pre-norm without patch bias (CLIP,
 whose QuickGELU and LayerNorm eps 1e-5 the weights cannot show: they are
@@ -24,8 +25,9 @@ from mmpretrain.models.backbones import VisionTransformer
 
 from .errors import TransferError
 
-# Width -> heads of the standard ViT zoo.
-STANDARD_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}
+# Width -> heads of the standard ViT zoo and SigLIP's So400m (1152 / 64 would
+# give 18).
+STANDARD_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1152: 16, 1280: 16}
 # mmpretrain's zoo names for the standard shapes, preferred in configs.
 ZOO_NAMES = ('deit-tiny', 'deit-small', 'deit-base', 'large', 'huge')
 _BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')

@@ -25,6 +25,7 @@ from mmlvit.transfer import (
     component_of,
     infer_vit_arch,
 )
+from mmlvit.transfer.arch import default_num_heads
 
 TANH = dict(type='GELU', approximate='tanh')
 NECKS = {
@@ -167,3 +168,9 @@ def test_an_mmpretrain_file_keeps_its_neck(tmp_path):
     arch = infer_vit_arch(again, num_heads=2)
     assert arch == infer_vit_arch(state, num_heads=2)
     assert arch.neck['type'] == 'AttentionPoolingNeck'
+
+
+def test_so400m_width_gets_its_16_heads():
+    """The head count cannot be read off the weights: SigLIP's So400m
+    (1152 wide) has 16 heads, not one per 64 channels."""
+    assert default_num_heads(1152) == 16
