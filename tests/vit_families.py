@@ -23,6 +23,8 @@ TIMM_NAMES = {
     'eva02': 'eva02_tiny_patch14_224',
     'eva02-base': 'eva02_base_patch14_224',
     'dinov2': 'vit_small_patch14_reg4_dinov2',
+    'siglip': 'vit_base_patch16_siglip_224',
+    'siglip-gap': 'vit_base_patch16_siglip_gap_224',
 }
 # Sizes other than TIMM_FAMILY_TINY's: EVA-02's patch 14 on 56 px, any
 # image size at run time (its RoPE and positions follow the grid).
@@ -43,10 +45,21 @@ IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
 
 
 @functools.cache
-def timm_model(family):
-    """timm's model of ``family`` (tiny, perturbed, eval mode)."""
+def timm_model(family, **kwargs):
+    """timm's model of ``family`` (tiny, perturbed, eval mode; ``kwargs``
+    go to ``timm.create_model``, e.g. ``act_layer='gelu_tanh'``)."""
     sizes = TIMM_FAMILY_TINY | TIMM_SIZES.get(family, {})
-    return perturbed_timm_model(TIMM_NAMES[family], **sizes)
+    model = perturbed_timm_model(TIMM_NAMES[family], **(sizes | kwargs))
+    if getattr(model, 'attn_pool', None) is not None:
+        # Shifted by U(0, 1), the pool's layers would blow its output up
+        # to ~1e3, where fp32 rounding alone exceeds the oracle's 1e-5:
+        # centred and scaled by fan-in, it stays O(1) and still far from
+        # a fresh init.
+        with torch.no_grad():
+            for layer in model.attn_pool.modules():
+                if isinstance(layer, torch.nn.Linear):
+                    layer.weight.sub_(0.5).mul_(layer.in_features**-0.5)
+    return model
 
 
 def images(family, size=None, seed=3):
@@ -143,8 +156,8 @@ def save_family(family, path, layout='timm'):
 
 def family_classifier(state, attn, seed=0, **backbone):
     """The ImageClassifier of a converted state dict's family (shape,
-    layer scale, distillation token, pre-norm, head type read off the
-    weights) with the operator ``attn``, after init_weights()."""
+    layer scale, distillation token, pre-norm, pooling neck, head type read
+    off the weights) with the operator ``attn``, after init_weights()."""
     init_default_scope('mmpretrain')
     arch = infer_vit_arch(state, num_heads=TIMM_FAMILY_TINY['num_heads'])
     cfg = dict(
@@ -157,6 +170,7 @@ def family_classifier(state, attn, seed=0, **backbone):
             attn_cfg=dict(type=attn),
             **(arch.backbone_options() | backbone),
         ),
+        neck=arch.neck,
         head=dict(
             type=arch.head_type,
             num_classes=arch.num_classes,

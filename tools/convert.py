@@ -2,10 +2,11 @@
 
 Reads SOFTMAX_CKPT in any supported layout (mmpretrain, timm .pth or
 .safetensors, official DeiT, DeiT III, distilled DeiT, CLIP in timm's or
-OpenAI's layout, DINOv2 in timm's layout, MAE, DINO, MoCo v3, iBOT), reads
-the architecture off its weights (width, depth, MLP width, patch size, image
-size, classes; heads by the standard ViT zoo unless --num-heads; a DINOv2
-position table is resampled to the recipe's 224 px), and writes to --out:
+OpenAI's layout, SigLIP, DINOv2 in timm's layout, EVA-02, MAE, DINO, MoCo
+v3, iBOT), reads the architecture off its weights (width, depth, MLP width,
+patch size, image size, classes; heads by the standard ViT zoo unless
+--num-heads; a DINOv2 position table is resampled to the recipe's 224 px),
+and writes to --out:
 
 - ``{stem}.py``: a distillation config inheriting the DeiT transfer recipe
   of configs/_base_/lvit/ at that architecture, with the operator, the

@@ -1,8 +1,7 @@
 """One softmax ViT file -> a linear student and the config that trains it.
 
 :func:`convert_to_student` reads a softmax checkpoint in any supported
-layout, reads its architecture off the weights
-(:mod:`mmlvit.transfer.arch`), writes a
+layout and its architecture (:mod:`mmlvit.transfer.arch`), writes a
 distillation config that inherits the project's DeiT transfer recipe
 (``configs/_base_/lvit/deit-s_mlpcopy-distill_{dataset}.py``) at that
 architecture, with the operator, the init setting, the teacher's file and
@@ -229,6 +228,16 @@ def student_config_text(
             head=teacher_head if arch.num_classes else None,
         ),
     )
+    if arch.neck is not None:
+        # The pooling of a model without a class token (SigLIP's MAP or
+        # GAP), the same in both.
+        for net in ('student', 'teacher'):
+            # The recipe has no neck (None) to merge into.
+            model[net]['neck'] = dict(_delete_=True, **arch.neck)
+        if not arch.num_classes:
+            # The file has no classifier to give the teacher; distillation
+            # reads its blocks only.
+            model['teacher']['head'] = None
     if num_classes is not None:
         model['student']['head']['num_classes'] = num_classes
     hooks = [dict(type='SoftmaxToLinearInitHook', setting=setting.name)]

@@ -5,13 +5,12 @@ states everything about its ViT but the head count: width and patch size
 from the patch embedding, depth from the block indices, MLP width from the
 first MLP layer, image size from the learned position table, classes from
 the head. The heads follow the standard ViT zoo (ViT-Ti/S/B/L/H: 3, 6, 12,
-16, 16 heads; arXiv:2010.11929, arXiv:2012.12877), else 64 channels a head.
-The family's structure is read off its keys too: layer scales (DeiT III), a
-distillation token (distilled DeiT), a pre-norm without patch bias (CLIP,
-whose QuickGELU and LayerNorm eps 1e-5 the weights cannot show: they are
-taken as OpenAI's CLIP has them), register tokens (DINOv2), a SwiGLU MLP
-with or without a hidden norm, average pooling with ``fc_norm`` and no final
-norm, and (from the family the reader found) EVA-02's rotary positions.
+16, 16 heads; arXiv:2010.11929, arXiv:2012.12877; SigLIP's So400m, 1152
+wide: 16, arXiv:2305.13035), else 64 channels a head.
+The family's structure is read off its keys too (layer scales, tokens,
+pre-norm, SwiGLU, pooling), and what they cannot show from the family the
+reader found (CLIP's QuickGELU, EVA-02's rotary positions): see
+:attr:`ViTArch.backbone_options`.
 """
 
 import math
@@ -24,8 +23,9 @@ from mmpretrain.models.backbones import VisionTransformer
 
 from .errors import TransferError
 
-# Width -> heads of the standard ViT zoo.
-STANDARD_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}
+# Width -> heads of the standard ViT zoo and SigLIP's So400m (1152 / 64 would
+# give 18).
+STANDARD_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1152: 16, 1280: 16}
 # mmpretrain's zoo names for the standard shapes, preferred in configs.
 ZOO_NAMES = ('deit-tiny', 'deit-small', 'deit-base', 'large', 'huge')
 _BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')
@@ -36,6 +36,7 @@ _SWIGLU = 'backbone.layers.0.ffn.w12.weight'
 # was pre-trained on (224 px, patch 14).
 EVA02_ROPE = dict(type='eva02', ref_feat_shape=(16, 16))
 _HEAD = 'head.layers.head.weight'
+_POOL_FFN = 'neck.mlp.fc1.weight'
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,13 @@ class ViTArch:
             pooling (timm's ``fc_norm``) and no final norm.
         rope (dict, optional): The backbone's ``rope_cfg`` (EVA-02).
         num_register_tokens (int): DINOv2's registers.
+        pooling (str, optional): How a model without a class token pools:
+            ``'map'`` (an attention-pooling neck, SigLIP), ``'avg'`` (the
+            mean of the patch tokens after the final norm, SigLIP's GAP
+            variant); None: mmpretrain's own (the class token, else
+            ``avg_featmap``).
+        pool_feedforward_channels (int, optional): The MLP width of the
+            attention-pooling neck.
     """
 
     embed_dims: int
@@ -82,6 +90,8 @@ class ViTArch:
     avg_pool: bool = False
     rope: dict | None = None
     num_register_tokens: int = 0
+    pooling: str | None = None
+    pool_feedforward_channels: int | None = None
 
     def backbone_options(self) -> dict:
         """What ``LinearVisionTransformer`` needs beyond the shape to
@@ -90,7 +100,9 @@ class ViTArch:
         scales), ``with_dist_token``, ``pre_norm`` with CLIP's QuickGELU and
         LayerNorm eps 1e-5, ``patch_cfg`` without bias,
         ``num_register_tokens``, ``layer_cfgs`` with a SwiGLU ``ffn_type``,
-        average pooling, ``rope_cfg``."""
+        average pooling, ``rope_cfg``, no class token and the ``out_type``
+        the pooling neck reads (``'raw'`` for MAP, ``'featmap'`` for GAP;
+        see :attr:`neck`)."""
         options = {}
         if self.layer_scale:
             options['layer_scale_init_value'] = 1e-5
@@ -114,7 +126,26 @@ class ViTArch:
             options['rope_cfg'] = dict(self.rope)
         if self.num_register_tokens:
             options['num_register_tokens'] = self.num_register_tokens
+        if self.pooling is not None:
+            out_type = 'raw' if self.pooling == 'map' else 'featmap'
+            options.update(with_cls_token=False, out_type=out_type)
         return options
+
+    @property
+    def neck(self) -> dict | None:
+        """The classifier's neck: ``AttentionPoolingNeck`` (MAP, the
+        backbone's heads) or ``GlobalAveragePooling`` (GAP over the patch
+        map), None for mmpretrain's own pooling."""
+        if self.pooling == 'map':
+            return dict(
+                type='AttentionPoolingNeck',
+                in_channels=self.embed_dims,
+                num_heads=self.num_heads,
+                feedforward_channels=self.pool_feedforward_channels,
+            )
+        if self.pooling == 'avg':
+            return dict(type='GlobalAveragePooling')
+        return None
 
     @property
     def head_type(self) -> str:
@@ -177,6 +208,8 @@ class ViTArch:
                     self.num_register_tokens,
                     f'{self.num_register_tokens} registers',
                 ),
+                (self.pooling == 'map', 'attention pooling (MAP)'),
+                (self.pooling == 'avg', 'average pooling after the norm'),
             )
             if present
         ]
@@ -258,6 +291,7 @@ def infer_vit_arch(
             )
         img_size = side * patch_h
     head = state_dict.get(_HEAD)
+    pool_ffn = state_dict.get(_POOL_FFN)
     return ViTArch(
         embed_dims=embed_dims,
         num_layers=num_layers,
@@ -284,6 +318,10 @@ def infer_vit_arch(
             if 'backbone.reg_token' in state_dict
             else 0
         ),
+        pooling=_pooling(state_dict, with_cls_token),
+        pool_feedforward_channels=(
+            None if pool_ffn is None else pool_ffn.shape[0]
+        ),
     )
 
 
@@ -293,3 +331,18 @@ def _ffn_type(state_dict, ffn):
     if 'backbone.layers.0.ffn.norm.weight' in state_dict:
         return 'swiglu_norm'
     return 'swiglu'
+
+
+def _pooling(state_dict, with_cls_token):
+    """'map' with an attention-pooling neck; 'avg' without a class token
+    when the final norm comes before the mean (no norm after it); else
+    None."""
+    if 'neck.latent' in state_dict:
+        return 'map'
+    if (
+        not with_cls_token
+        and 'backbone.ln1.weight' in state_dict
+        and 'backbone.ln2.weight' not in state_dict
+    ):
+        return 'avg'
+    return None

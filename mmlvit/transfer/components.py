@@ -6,7 +6,8 @@ distilled DeiT's distillation token (``dist_token``) and DINOv2's registers
 (``reg_token``); ``layer_scale`` the per-channel scales
 of both residual branches (``attn.gamma1``, ``ffn.gamma2``; DeiT III's
 ``ls1``/``ls2``); ``head`` every classifier layer (a distilled DeiT's
-``head_dist`` too).
+``head_dist`` too); ``attn_pool`` SigLIP's attention-pooling neck
+(``neck.latent``, ``neck.{q,kv,proj,norm,mlp}``).
 """
 
 import re
@@ -20,6 +21,7 @@ COMPONENTS = (
     'attn_proj',
     'mlp',
     'layer_scale',
+    'attn_pool',
     'final_norm',
     'head',
 )
@@ -37,6 +39,7 @@ _COMPONENT_OF = [
         (r'backbone\.layers\.\d+\.attn\.qkv\.', 'attn_qkv'),
         (r'backbone\.layers\.\d+\.attn\.proj\.', 'attn_proj'),
         (r'backbone\.layers\.\d+\.ffn\.', 'mlp'),
+        (r'neck\.(latent$|(q|kv|proj|norm|mlp)\.)', 'attn_pool'),
         (r'backbone\.ln[12]\.', 'final_norm'),
         (r'head\.', 'head'),
     )

@@ -42,6 +42,7 @@ FORMATS = (
     'openai-clip',
     'eva02',
     'dinov2',
+    'siglip',
 )
 
 _MMPRETRAIN_MARKERS = ('patch_embed.projection.', 'layers.0.')
@@ -77,7 +78,8 @@ def load_softmax_checkpoint(
             SwiGLU MLP; :mod:`.eva02`), and ``'openai-clip'`` (OpenAI/OpenCLIP:
             ``visual.conv1.weight``, ``visual.transformer.resblocks.*``;
             the image tower is read, the text tower dropped), ``'dinov2'``
-            (``reg_token`` or 14-px patches with layer scale). Under
+            (``reg_token`` or 14-px patches with layer scale), ``'siglip'``
+            (no class token; ``attn_pool.*``, or the GAP variant). Under
             ``'auto'`` a flat timm file is read as its family.
         img_size (int, optional): The model's image side; a DINOv2 table
             for another size is resampled to it with timm's helper.
@@ -286,6 +288,7 @@ _LOCATORS = {
     'eva02': _locate_family('eva02'),
     'dinov2': _locate_family('dinov2'),
     'openai-clip': _locate_openai_clip,
+    'siglip': _locate_family('siglip'),
 }
 
 
@@ -293,7 +296,7 @@ def _select_mmpretrain(weights):
     state_dict = OrderedDict(
         (k, v)
         for k, v in weights.items()
-        if k.startswith(('backbone.', 'head.'))
+        if k.startswith(('backbone.', 'neck.', 'head.'))
     )
     dropped = [k for k in weights if k not in state_dict]
     return state_dict, dropped

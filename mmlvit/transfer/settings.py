@@ -9,7 +9,10 @@ names that say what they leave out. Every setting that copies also copies
 the layer scales (``layer_scale``, DeiT III's ``ls1``/``ls2``) where the
 checkpoint has them: they set the size of each residual branch, which the
 copied MLPs expect and the distilled attention outputs (recorded before the
-scale) are matched under. An operator's own settings register
+scale) are matched under; and the attention-pooling neck (``attn_pool``,
+SigLIP's MAP head): it pools with softmax over the tokens (cost O(N)), so
+it is no attention to replace, and the head reads what it pools. Random
+leaves it at its init. An operator's own settings register
 themselves with :func:`register_setting`: TTTFullCopy, FullCopy plus T5's
 full inheritance into the TTT operator's extra head and wider ``proj``
 (``ttt_inheritance.py``, with its copy rules).
@@ -89,8 +92,12 @@ SETTINGS = {
             analytical=impulse_init_,
             analytical_components=('attn_qkv', 'attn_proj', 'pos_embed'),
         ),
-        Setting('Copy', 'attncopy', ('attn_qkv', 'attn_proj', 'layer_scale')),
-        Setting('MLPCopy', 'mlpcopy', ('mlp', 'layer_scale')),
+        Setting(
+            'Copy',
+            'attncopy',
+            ('attn_qkv', 'attn_proj', 'layer_scale', 'attn_pool'),
+        ),
+        Setting('MLPCopy', 'mlpcopy', ('mlp', 'layer_scale', 'attn_pool')),
         Setting('FullCopy', 'fullcopy', _full_copy_without()),
         Setting(
             'FullCopyNoClsToken',

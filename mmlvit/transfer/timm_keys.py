@@ -12,7 +12,9 @@ attn.qkv, attn.proj, ln2, ffn.layers.0.0, ffn.layers.1}.*``,
 EVA-02's SwiGLU ``blocks.N.mlp.{w12,w3,norm}.*`` (:mod:`.eva02`) ->
 ``backbone.layers.N.ffn.{w12,w3,norm}.*``, DINOv2's ``reg_token`` (1, R, C)
 -> ``backbone.reg_token`` and its packed SwiGLU ``mlp.fc1``/``fc2`` ->
-``backbone.layers.N.ffn.w12``/``w3``.
+``backbone.layers.N.ffn.w12``/``w3``, SigLIP's ``attn_pool.*`` ->
+``neck.*`` (``AttentionPoolingNeck``: ``latent`` (1, L, C), ``q``, ``kv``,
+``proj``, ``norm``, ``mlp.fc1``, ``mlp.fc2``).
 """
 
 import math
@@ -26,7 +28,7 @@ from mmlvit.checkpoint import CheckpointError
 from .dinov2_family import pack_swiglu, resample_position_table
 from .errors import preview_keys
 from .eva02 import eva02_to_vit_blocks
-from .vit_families import SUPPORTED, identify_family
+from .vit_families import ATTN_POOL_KEYS, SUPPORTED, identify_family
 
 _TOP_LEVEL = {
     'cls_token': 'backbone.cls_token',
@@ -45,7 +47,7 @@ _TOP_LEVEL = {
     'head.bias': 'head.layers.head.bias',
     'head_dist.weight': 'head.layers.head_dist.weight',
     'head_dist.bias': 'head.layers.head_dist.bias',
-}
+} | {key: 'neck.' + key.removeprefix('attn_pool.') for key in ATTN_POOL_KEYS}
 _BLOCK_MODULES = {
     'norm1': 'ln1',
     'attn.qkv': 'attn.qkv',
@@ -149,8 +151,9 @@ def _position_for_extra_tokens(state):
 
 
 def _check_family_shapes(state, name):
-    """Layer scales (C,) and a distillation token (1, 1, C) of the model's
-    width C; a wrong size is an error naming the tensor."""
+    """Layer scales (C,), a distillation token (1, 1, C) and an attention
+    pool's latent (1, L, C) and kv (2C, C) of the model's width C; a wrong
+    size is an error naming the tensor."""
     patch = state.get('backbone.patch_embed.projection.weight')
     if patch is None:
         return
@@ -163,11 +166,18 @@ def _check_family_shapes(state, name):
             and tuple(value.shape) != (width,)
         )
         or (key == 'backbone.dist_token' and value.shape != (1, 1, width))
+        or (
+            key == 'neck.latent'
+            and (value.dim() != 3 or value.shape[::2] != (1, width))
+        )
+        or (key == 'neck.kv.weight' and value.shape != (2 * width, width))
     ]
     if wrong:
         raise CheckpointError(
             f'{name}: {preview_keys(wrong, 6)} do not fit the model width '
             f'{width} (patch embedding {tuple(patch.shape)}): a layer scale '
-            f'is ({width},), a distillation token (1, 1, {width}). The file '
+            f'is ({width},), a distillation token (1, 1, {width}), an '
+            f'attention-pool latent (1, L, {width}) and its kv '
+            f'({2 * width}, {width}). The file '
             'is damaged or mixes two models.'
         )

@@ -17,13 +17,19 @@ arXiv:2010.11929 / 2012.12877, each visible in the keys:
   weights), see :mod:`.eva02`;
 - DINOv2 (arXiv:2304.07193, with registers arXiv:2309.16588): 14-px patches,
   layer scale in every block, optionally register tokens (``reg_token``)
-  and, for ViT-g, a SwiGLU MLP packed into ``mlp.fc1`` (2H, C).
+  and, for ViT-g, a SwiGLU MLP packed into ``mlp.fc1`` (2H, C);
+- SigLIP (arXiv:2303.15343; SigLIP 2, arXiv:2502.14786, in timm's same
+  layout): no class token, the patch tokens pooled by a multihead
+  attention-pooling head (``attn_pool.*``, MAP, arXiv:1810.00825), or in
+  its GAP variant averaged after the final norm (``norm``, no
+  ``fc_norm``).
 
 Families the backbone cannot express yet are recognised by their own keys
-and refused, naming the family: attention pooling (SigLIP), a ``w12``/``w3``
-SwiGLU (Meta's DINOv2-g layout) and registers with RoPE (DINOv3). So is
-a partial match (layer scale in some blocks only, a second head without its
-token): nothing loads half-read.
+and refused, naming the family: a ``w12``/``w3`` SwiGLU (Meta's DINOv2-g
+layout), registers with RoPE (DINOv3) and attention pooling next to a class
+token. So is a partial match (layer scale in some blocks only, a second
+head without its token, an attention pool without its MLP): nothing loads
+half-read.
 """
 
 import re
@@ -101,7 +107,26 @@ FAMILIES = {
         "resampled with timm's resample_abs_pos_embed (as timm loads "
         'DINOv2) when the reader is given that size',
     ),
+    'siglip': Family(
+        'SigLIP',
+        'attn_pool.* (MAP head) and no class token; the GAP variant: no '
+        'class token, a final norm, no fc_norm',
+        "no class token (with_cls_token=False), the backbone's out_type "
+        "'raw' feeds attn_pool -> neck (AttentionPoolingNeck, softmax over "
+        "the tokens; component 'attn_pool', copied by every copying "
+        "setting); the GAP variant: out_type 'featmap' + GlobalAveragePooling"
+        '. The file cannot show the activation: configs use exact GELU '
+        "(timm's B/16 SigLIP); set act_cfg dict(type='GELU', "
+        "approximate='tanh') in layer_cfgs and the neck for gelu_tanh "
+        'towers (B/32, So400m, giant-opt)',
+    ),
 }
+# Every tensor of timm's attention pool (AttentionPoolLatent).
+ATTN_POOL_KEYS = ('attn_pool.latent',) + tuple(
+    f'attn_pool.{module}.{kind}'
+    for module in ('q', 'kv', 'proj', 'norm', 'mlp.fc1', 'mlp.fc2')
+    for kind in ('weight', 'bias')
+)
 _REGISTERS = r'(reg_token|storage_tokens)$'
 _LAYER_SCALE = re.compile(r'blocks\.(\d+)\.(ls[12]\.gamma|gamma_[12])$')
 _BLOCK = re.compile(r'blocks\.(\d+)\.')
@@ -111,11 +136,6 @@ _UNSUPPORTED = (
         re.compile(r'storage_tokens$'),
         'DINOv3',
         'storage (register) tokens with RoPE',
-    ),
-    (
-        re.compile(r'attn_pool\.'),
-        'SigLIP',
-        'an attention-pooling (MAP) head',
     ),
     (
         re.compile(r'(^|\.)rope'),
@@ -130,8 +150,8 @@ _UNSUPPORTED = (
 )
 SUPPORTED = (
     'ViT/DeiT (timm, DeiT, MAE, DINO, MoCo v3, iBOT releases), DeiT III, '
-    'distilled DeiT, CLIP (timm and OpenAI/OpenCLIP layouts), EVA-02 and '
-    "DINOv2 (timm's layout, with or without registers)"
+    'distilled DeiT, CLIP (timm and OpenAI/OpenCLIP layouts), SigLIP (MAP '
+    "and GAP), EVA-02 and DINOv2 (timm's layout, with or without registers)"
 )
 
 
@@ -142,7 +162,8 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
         weights (Mapping[str, Tensor]): timm ViT keys.
         name (str): The file, for messages.
         format (str): The format asked for; a family's own format
-            (``'deit3'``, ``'deit-distilled'``, ``'clip'``, ``'eva02'``)
+            (``'deit3'``, ``'deit-distilled'``, ``'clip'``, ``'eva02'``,
+            ``'siglip'``)
             must be that family.
 
     Returns:
@@ -165,9 +186,11 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
                 f'{preview_keys(hits, 8)}. Supported: {SUPPORTED}.'
             )
     check_dinov2(weights, name)
+    if any(k.startswith('attn_pool.') for k in keys):
+        _check_attn_pool(keys, name)
     found = [
         f
-        for f in ('eva02', 'deit3', 'deit-distilled', 'clip')
+        for f in ('eva02', 'deit3', 'deit-distilled', 'clip', 'siglip')
         if _has(f, keys)
     ]
     if is_dinov2(weights):
@@ -213,6 +236,10 @@ def _has(family, keys):
         return any(
             k == 'dist_token' or k.startswith('head_dist.') for k in keys
         )
+    if family == 'siglip':
+        pooled = any(k.startswith('attn_pool.') for k in keys)
+        gap = 'norm.weight' in keys and 'fc_norm.weight' not in keys
+        return 'cls_token' not in keys and (pooled or gap)
     return 'norm_pre.weight' in keys
 
 
@@ -230,6 +257,9 @@ def _missing(family, keys):
         return 'dist_token' + (
             ', head_dist.*' if 'head.weight' in keys else ''
         )
+    if family == 'siglip':
+        absent = '; cls_token should be absent' if 'cls_token' in keys else ''
+        return 'attn_pool.* (MAP), or norm.* without fc_norm.* (GAP)' + absent
     return 'norm_pre.weight, norm_pre.bias' + (
         '; patch_embed.proj.bias should be absent'
         if 'patch_embed.proj.bias' in keys
@@ -280,4 +310,27 @@ def _check_distilled(keys, name):
             f'({FAMILIES["deit-distilled"].signature}) but only partly: it '
             f'has {preview_keys(fitting, 4)} and is missing '
             f'{"; ".join(missing)}. Check that the file is complete.'
+        )
+
+
+def _check_attn_pool(keys, name):
+    """A MAP head: every tensor of it, and no class token."""
+    present = [k for k in keys if k.startswith('attn_pool.')]
+    if 'cls_token' in keys:
+        raise CheckpointError(
+            f'{name} has an attention pool ({preview_keys(present, 3)}) and '
+            'a class token: MAP pooling next to a class token cannot be '
+            'converted yet (the neck pools every token the backbone gives; '
+            'SigLIP has no class token). Supported: '
+            f'{SUPPORTED}.'
+        )
+    absent = [k for k in ATTN_POOL_KEYS if k not in keys]
+    if absent:
+        raise CheckpointError(
+            f'{name} resembles SigLIP ({FAMILIES["siglip"].signature}) but '
+            f'its attention pool is partial: it has '
+            f'{preview_keys(present, 6)} and is missing '
+            f'{preview_keys(absent, 6)}. Check that the file is complete '
+            '(a MAP head needs the latent query, q, kv, proj, norm and the '
+            'MLP).'
         )

@@ -3,7 +3,9 @@ Runner: the teacher is the family's architecture with softmax attention,
 read from timm's own file (so it computes timm's function), the GLA
 student starts from MLPCopy (MLPs and layer scales) and trains a few
 iterations on the attention-output loss; EVA-02's teacher and student
-both rotate q and k (RoPE)."""
+both rotate q and k (RoPE). SigLIP's student has no class token on either
+side: its patch tokens alone are matched, and MLPCopy gives it the
+attention-pooling neck too."""
 
 import math
 
@@ -60,7 +62,8 @@ class Logged(Hook):
 
 
 @pytest.mark.parametrize(
-    'family', ['deit3', 'deit-distilled', 'clip', 'eva02', 'dinov2']
+    'family',
+    ['deit3', 'deit-distilled', 'clip', 'eva02', 'dinov2', 'siglip'],
 )
 def test_distillation_from_the_family_teacher(family, tmp_path):
     path = save_family(family, tmp_path / f'{family}.pth')
@@ -106,11 +109,22 @@ def test_distillation_from_the_family_teacher(family, tmp_path):
             rtol=0,
             atol=1e-5,
         )
-    # MLPCopy gave the student the MLPs and layer scales before training.
-    copied = [k for k in state if '.ffn.' in k or '.gamma1.' in k]
-    assert len(copied) == (12 if family in ('deit3', 'dinov2') else 8)
+    # MLPCopy gave the student the MLPs, layer scales and attention pool
+    # before training.
+    copied = [
+        k
+        for k in state
+        if '.ffn.' in k or '.gamma1.' in k or k.startswith('neck.')
+    ]
+    assert len(copied) == {'deit3': 12, 'dinov2': 12, 'siglip': 21}.get(
+        family, 8
+    )
     for key in copied:
         assert torch.equal(logged.initial[key], state[key])
+    if family == 'siglip':  # patch tokens only, on both sides
+        for net in (runner.model.student, teacher_model):
+            assert net.backbone.cls_token is None
+            assert net.backbone.num_extra_tokens == 0
     assert len(logged.steps) == 3
     for step in logged.steps:
         assert step['loss_distill'] > 0 and math.isfinite(step['loss'])

@@ -16,11 +16,12 @@ from lab.reproduction.classification import cli, component_report, configs
 from lab.reproduction.classification.records import Run, RunResult
 
 NO_ATTENTION = (
-    'patch_embed pos_embed cls_token norms mlp layer_scale final_norm'
+    'patch_embed pos_embed cls_token norms mlp layer_scale attn_pool '
+    'final_norm'
 )
 FULL = (
     'patch_embed pos_embed cls_token norms attn_qkv attn_proj mlp '
-    'layer_scale final_norm'
+    'layer_scale attn_pool final_norm'
 )
 NO_MLP = FULL.replace(' mlp', '')
 
@@ -57,6 +58,7 @@ def test_the_scripted_grid_is_the_leave_one_out_grid(repo_root):
         'norms',
         'mlp',
         'layer_scale',
+        'attn_pool',
         'final_norm',
     ]
 
@@ -85,7 +87,8 @@ def test_a_spec_passes_its_components_to_the_init_hook():
     assert hook.setting == 'FullCopy'
     assert hook.components == [
         *('patch_embed', 'pos_embed', 'cls_token', 'norms'),
-        *('attn_qkv', 'attn_proj', 'layer_scale', 'final_norm'),
+        *('attn_qkv', 'attn_proj', 'layer_scale', 'attn_pool'),
+        'final_norm',
     ]
     run = Run('mnist-5k', 'gla', 'fullcopy', True, 50.0, 10, 0)
     (hook,) = configs.run_config(run, '/t.pth', '/w').custom_hooks
@@ -187,8 +190,8 @@ def test_report_gains_shares_and_verdicts_by_hand():
     # against the same Random and FullCopy, without distillation.
     assert table_lines(text, '## fashion-mnist-5k, relu') == [
         '| Random | none | 72.00 +- 2.00 (3) | - | - |',
-        '| MLPCopy | mlp layer_scale | 72.00 +- 1.00 (3) | +0.00 (+0.0 std) '
-        '| 0 % |',
+        '| MLPCopy | mlp layer_scale attn_pool | 72.00 +- 1.00 (3) | '
+        '+0.00 (+0.0 std) | 0 % |',
         f'| FullCopy - attn | {NO_ATTENTION} | 81.00 +- 2.00 (3) | '
         '+9.00 (+4.5 std) | 100 % |',
         f'| FullCopy - mlp | {NO_MLP} | 75.00 +- 1.00 (3) | +3.00 (+1.9 std) '
@@ -299,7 +302,8 @@ def test_component_grid_end_to_end(
     assert all(0 <= float(r['top1']) <= 100 for r in rows)
     assert (
         "setting=FullCopy, copied components=['patch_embed', 'pos_embed', "
-        "'cls_token', 'norms', 'mlp', 'layer_scale', 'final_norm']" in log
+        "'cls_token', 'norms', 'mlp', 'layer_scale', 'attn_pool', "
+        "'final_norm']" in log
     )
     report = (tmp_path / 'components.md').read_text()
     assert '| FullCopy - attn | ' + NO_ATTENTION in report

@@ -13,7 +13,7 @@ from lab.reproduction.records import read_results
 
 FULL = (
     'patch_embed pos_embed cls_token norms attn_qkv attn_proj mlp '
-    'layer_scale final_norm'
+    'layer_scale attn_pool final_norm'
 )
 
 

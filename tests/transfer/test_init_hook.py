@@ -196,7 +196,8 @@ def test_errors_reach_the_runner(softmax_ckpt, tmp_path, make_cfg):
     with pytest.raises(
         ValueError,
         match=r"setting Copy copies \['attn_qkv',"
-        r" 'attn_proj', 'layer_scale'\] but no softmax checkpoint is set.*"
+        r" 'attn_proj', 'layer_scale', 'attn_pool'\] but no softmax "
+        r'checkpoint is set.*'
         r'model\.teacher_checkpoint',
     ):
         Runner.from_cfg(cfg).train()

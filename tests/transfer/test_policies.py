@@ -18,14 +18,15 @@ from mmlvit.transfer import (
 # The paper's settings table, restated independently of mmlvit's own.
 FULL = set(
     'patch_embed pos_embed cls_token norms attn_qkv attn_proj mlp '
-    'layer_scale final_norm'.split()
+    'layer_scale attn_pool final_norm'.split()
 )
-# Layer scales (DeiT III) go with every copying setting: the paper's ViTs
-# have none, so its table is unchanged for them.
+# Layer scales (DeiT III) and the attention-pooling neck (SigLIP) go with
+# every copying setting: the paper's ViTs have neither, so its table is
+# unchanged for them.
 PAPER_TABLE = {
     'Random': set(),
-    'Copy': {'attn_qkv', 'attn_proj', 'layer_scale'},
-    'MLPCopy': {'mlp', 'layer_scale'},
+    'Copy': {'attn_qkv', 'attn_proj', 'layer_scale', 'attn_pool'},
+    'MLPCopy': {'mlp', 'layer_scale', 'attn_pool'},
     'FullCopy': FULL,
     'Variant1': FULL - {'cls_token'},
     'Variant2': FULL - {'cls_token', 'pos_embed'},
@@ -47,6 +48,7 @@ KEY_PATTERNS = {
     'mlp': r'backbone\.layers\.\d+\.ffn\.layers\.(0\.0|1)\.(weight|bias)',
     'layer_scale': r'backbone\.layers\.\d+\.(attn\.gamma1|ffn\.gamma2)\.'
     r'weight',
+    'attn_pool': r'neck\.(latent|(q|kv|proj|norm|mlp\.fc[12])\.(weight|bias))',
     'final_norm': r'backbone\.ln1\.(weight|bias)',
     'head': r'head\.layers\.head\.(weight|bias)',
 }

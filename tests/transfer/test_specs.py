@@ -16,8 +16,9 @@ from mmlvit.transfer import (
 EMBEDDINGS = {'patch_embed', 'pos_embed', 'cls_token'}
 NORMS = {'norms', 'final_norm'}
 ATTENTION = {'attn_qkv', 'attn_proj'}
-# The MLPs as MLPCopy copies them: with the layer scales (DeiT III's).
-MLP = {'mlp', 'layer_scale'}
+# The MLPs as MLPCopy copies them: with the layer scales (DeiT III's) and
+# the attention-pooling neck (SigLIP's).
+MLP = {'mlp', 'layer_scale', 'attn_pool'}
 FULL = EMBEDDINGS | NORMS | ATTENTION | MLP
 # The leave-one-out grid's settings, restated from the paper's components.
 GRID = {
@@ -47,7 +48,7 @@ def test_terms_apply_left_to_right_in_component_order():
         spec_policy('mlpcopy+norms+embeddings').components
         == spec_policy('fullcopy-attn').components
         == ('patch_embed', 'pos_embed', 'cls_token', 'norms', 'mlp')
-        + ('layer_scale', 'final_norm')
+        + ('layer_scale', 'attn_pool', 'final_norm')
     )
     assert spec_policy('random+norms-final_norm').components == ('norms',)
     assert spec_policy('random+head+attn_qkv').components == (
@@ -72,8 +73,8 @@ def test_a_setting_with_a_hyphen_is_read_whole():
             'mlpcopy+norm',
             "Component spec 'mlpcopy+norm': unknown component 'norm'; choose "
             'from embeddings, attn, norms, patch_embed, pos_embed, '
-            'cls_token, attn_qkv, attn_proj, mlp, layer_scale, final_norm, '
-            'head.',
+            'cls_token, attn_qkv, attn_proj, mlp, layer_scale, attn_pool, '
+            'final_norm, head.',
         ),
         (
             'mlp+norms',
@@ -98,7 +99,7 @@ def test_a_setting_with_a_hyphen_is_read_whole():
             "Component spec 'fullcopy-attn+': cannot read '-attn+'; write "
             'terms as +NAME or -NAME with NAME one of embeddings, attn, '
             'norms, patch_embed, pos_embed, cls_token, attn_qkv, attn_proj, '
-            'mlp, layer_scale, final_norm, head.',
+            'mlp, layer_scale, attn_pool, final_norm, head.',
         ),
         (
             'mimetic+attn',
@@ -130,8 +131,9 @@ def test_a_spec_copies_exactly_its_components(init_copy):
     )
     copied = {k for k in ckpt if component_of(k) in {'mlp'} | NORMS}
     assert set(report.keys('copied')) == copied
-    assert "components=['norms', 'mlp', 'layer_scale', 'final_norm']" in (
-        report.table()
+    assert (
+        "components=['norms', 'mlp', 'layer_scale', 'attn_pool', "
+        "'final_norm']" in report.table()
     )
     params = dict(student.named_parameters())
     for key in copied:

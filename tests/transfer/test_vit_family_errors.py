@@ -28,6 +28,13 @@ from mmlvit.models.distillers.teacher import load_teacher_weights
             r'head_dist.*resembles DeiT III',
         ),
         ('deit3', 'openai-clip', r"not a 'openai-clip'"),
+        (
+            'deit3',
+            'siglip',
+            r'not a SigLIP checkpoint: expected attn_pool.*missing: '
+            r'attn_pool.*cls_token should be absent.*resembles DeiT III',
+        ),
+        ('siglip', 'clip', r"not a CLIP.*resembles SigLIP.*'siglip'"),
     ],
 )
 def test_a_file_of_another_family_names_what_it_resembles(
@@ -63,7 +70,6 @@ def test_partial_distillation_parts_are_refused():
 @pytest.mark.parametrize(
     'name,family,key',
     [
-        ('vit_base_patch16_siglip_224', 'SigLIP', 'attn_pool.latent'),
         ('vit_small_patch16_dinov3', 'DINOv3', 'reg_token'),
     ],
 )
@@ -130,3 +136,46 @@ def test_a_distillation_token_needs_a_class_token():
             with_cls_token=False,
             out_type='avg_featmap',
         )
+
+
+@pytest.mark.parametrize(
+    'drop', [('attn_pool.latent',), ('attn_pool.mlp.fc1.weight',)]
+)
+def test_a_partial_attention_pool_is_refused(drop):
+    state = dict(timm_model('siglip').state_dict())
+    for key in drop:
+        del state[key]
+    with pytest.raises(
+        CheckpointError,
+        match=rf"resembles SigLIP .*partial.*missing \['{drop[0]}'\].*"
+        r'Check that the file is complete',
+    ):
+        read(state)
+
+
+def test_attention_pool_next_to_a_class_token_is_refused():
+    state = dict(timm_model('siglip').state_dict())
+    state['cls_token'] = torch.zeros(1, 1, 64)
+    with pytest.raises(
+        CheckpointError, match=r'attention pool .* and a class token'
+    ):
+        read(state)
+
+
+def test_a_wrong_width_latent_is_refused():
+    state = dict(timm_model('siglip').state_dict())
+    state['attn_pool.latent'] = torch.zeros(1, 1, 65)
+    with pytest.raises(
+        CheckpointError,
+        match=r'neck\.latent \(1, 1, 65\).* do not fit the model width '
+        r'64.*latent \(1, L, 64\)',
+    ):
+        read(state)
+
+
+def test_a_truncated_siglip_file_is_refused(tmp_path):
+    path = save_family('siglip', tmp_path / 'siglip.pth')
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match='siglip.pth'):
+        read(path, 'siglip')

@@ -15,7 +15,8 @@ NO_TEACHER = (
     "AttentionDistiller needs the frozen softmax teacher's weights to "
     'train, but model.teacher_checkpoint is not set: pass --cfg-options '
     'model.teacher_checkpoint=PATH (an mmpretrain, timm, DeiT, DeiT III, '
-    'distilled DeiT, CLIP, DINOv2, MAE, DINO, MoCo v3 or iBOT checkpoint). '
+    'distilled DeiT, CLIP, SigLIP, DINOv2, EVA-02, MAE, DINO, MoCo v3 or iBOT '
+    'checkpoint). '
     'Testing and inference need no teacher.'
 )
 
