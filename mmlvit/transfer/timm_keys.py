@@ -28,7 +28,7 @@ import torch
 from mmlvit.checkpoint import CheckpointError
 
 from .dinov2_family import pack_swiglu, resample_position_table
-from .dinov3_family import dinov3_to_vit_blocks
+from .dinov3_family import dinov3_to_vit_blocks, meta_to_timm
 from .errors import preview_keys
 from .eva02 import eva02_to_vit_blocks
 from .vit_families import ATTN_POOL_KEYS, SUPPORTED, identify_family
@@ -102,6 +102,7 @@ def convert_timm(weights, name, format, img_size=None):
         CheckpointError: A key has no counterpart, or the family is not
             supported or only partly matched (:func:`identify_family`).
     """
+    weights = meta_to_timm(weights, name)  # DINOv3 in Meta's layout
     family = identify_family(weights, name, format)
     if family == 'eva02':
         weights = eva02_to_vit_blocks(weights, name)

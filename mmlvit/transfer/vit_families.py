@@ -27,15 +27,15 @@ arXiv:2010.11929 / 2012.12877, each visible in the keys:
 - DINOv3 (arXiv:2508.10104) in timm's layout: registers (``reg_token``)
   and layer scales (``gamma_1``, ``gamma_2``) without a position table
   (rotary positions only), optionally q/v biases and a SwiGLU MLP
-  (``mlp.fc1_g``, ``mlp.fc1_x``), see :mod:`.dinov3_family`.
+  (``mlp.fc1_g``, ``mlp.fc1_x``); Meta's layout (``storage_tokens``,
+  ``rope_embed.periods``, ``qkv.bias_mask``) is renamed to it first, see
+  :mod:`.dinov3_family`.
 
 Families the backbone cannot express yet are recognised by their own keys
 and refused, naming the family: a ``w12``/``w3`` SwiGLU (Meta's DINOv2-g
-layout), DINOv3 in Meta's layout (``storage_tokens``, ``rope_embed``; the
-message names timm's conversion) and attention pooling next to a class
-token. So is a partial match (layer scale in some blocks only, a second
-head without its token, an attention pool without its MLP): nothing loads
-half-read.
+layout) and attention pooling next to a class token. So is a partial
+match (layer scale in some blocks only, a second head without its token,
+an attention pool without its MLP): nothing loads half-read.
 """
 
 import re
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from mmlvit.checkpoint import CheckpointError
 
 from .dinov2_family import check_dinov2, is_dinov2
-from .dinov3_family import check_dinov3, is_dinov3
+from .dinov3_family import check_dinov3, is_dinov3, meta_to_timm
 from .errors import preview_keys
 from .eva02 import SIGNATURE as EVA02_SIGNATURE
 
@@ -163,7 +163,7 @@ SUPPORTED = (
     'ViT/DeiT (timm, DeiT, MAE, DINO, MoCo v3, iBOT releases), DeiT III, '
     'distilled DeiT, CLIP (timm and OpenAI/OpenCLIP layouts), SigLIP (MAP '
     "and GAP), EVA-02, DINOv2 (timm's layout, with or without registers) "
-    "and DINOv3 (timm's layout)"
+    "and DINOv3 (timm's and Meta's layouts)"
 )
 
 
@@ -187,6 +187,7 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
             message names the family the file resembles, the keys that do
             not fit and what is missing.
     """
+    weights = meta_to_timm(weights, name)
     keys = list(weights)
     dinov3 = is_dinov3(weights)
     if dinov3:
