@@ -54,10 +54,8 @@ _BLOCK = re.compile(r'blocks\.(\d+)\.(attn\.(q_bias|v_bias)|mlp\.fc1_[gx]\.)')
 
 
 def is_dinov3(weights: Mapping) -> bool:
-    """Registers without a position table (timm's layout), or Meta's
-    register or RoPE keys."""
-    if any(META_LAYOUT.search(k) for k in weights):
-        return True
+    """Registers without a position table: DINOv3 in timm's layout
+    (Meta's is renamed to it first, :func:`meta_to_timm`)."""
     return 'reg_token' in weights and 'pos_embed' not in weights
 
 

@@ -117,7 +117,8 @@ FAMILIES = {
     'dinov3': Family(
         'DINOv3',
         'reg_token (registers) and a layer scale in every block '
-        '(blocks.N.gamma_1, gamma_2) without pos_embed',
+        "(blocks.N.gamma_1, gamma_2) without pos_embed; Meta's layout: "
+        'storage_tokens, rope_embed.periods, qkv.bias_mask',
         'no position table (pos_embed_type none): rotary positions as '
         "rope_cfg type 'dinov3' (period base 100, patch centres scaled "
         'to [-1, 1] per axis; class token and registers unrotated); the '
