@@ -25,6 +25,16 @@ TIMM_NAMES = {
     'dinov2': 'vit_small_patch14_reg4_dinov2',
     'siglip': 'vit_base_patch16_siglip_224',
     'siglip-gap': 'vit_base_patch16_siglip_gap_224',
+    # DINOv3 (timm's Eva): no qkv bias, q/v biases, a SwiGLU MLP (H+).
+    'dinov3': 'vit_small_patch16_dinov3',
+    'dinov3-qkvb': 'vit_small_patch16_dinov3_qkvb',
+    'dinov3-swiglu': 'vit_huge_plus_patch16_dinov3',
+}
+# DINOv3 pooled by its class token like Meta's model (timm's default
+# pools the patch tokens: pass global_pool='avg' for that).
+TIMM_OPTIONS = {
+    name: dict(global_pool='token')
+    for name in ('dinov3', 'dinov3-qkvb', 'dinov3-swiglu')
 }
 # Sizes other than TIMM_FAMILY_TINY's: EVA-02's patch 14 on 56 px, any
 # image size at run time (its RoPE and positions follow the grid).
@@ -49,6 +59,7 @@ def timm_model(family, **kwargs):
     """timm's model of ``family`` (tiny, perturbed, eval mode; ``kwargs``
     go to ``timm.create_model``, e.g. ``act_layer='gelu_tanh'``)."""
     sizes = TIMM_FAMILY_TINY | TIMM_SIZES.get(family, {})
+    sizes |= TIMM_OPTIONS.get(family, {})
     model = perturbed_timm_model(TIMM_NAMES[family], **(sizes | kwargs))
     if getattr(model, 'attn_pool', None) is not None:
         # Shifted by U(0, 1), the pool's layers would blow its output up
@@ -125,6 +136,40 @@ def official_deit3_layout(state):
                 key = key[: -len(timm_name)] + official
         renamed[key] = value
     return {'model': renamed}
+
+
+def meta_dinov3_layout(state, head_dims=32):
+    """A timm DINOv3 state dict in Meta's layout: ``storage_tokens``,
+    ``ls1.gamma``/``ls2.gamma``, one ``qkv.bias`` (zero without q/v biases)
+    whose key part is junk that ``qkv.bias_mask`` zeroes, ``mlp.w1``/
+    ``w2``/``w3`` for a SwiGLU, the RoPE periods in bfloat16 and the
+    pre-training ``mask_token``."""
+    names = {'gamma_1': 'ls1.gamma', 'gamma_2': 'ls2.gamma'}
+    if any('.mlp.fc1_g.' in k for k in state):
+        names |= {f'mlp.{a}.': f'mlp.{b}.' for a, b in _META_SWIGLU}
+    meta = {}
+    for key, value in state.items():
+        if key.endswith(('attn.q_bias', 'attn.v_bias')):
+            continue
+        if key.endswith('attn.qkv.weight'):
+            prefix, C = key.removesuffix('qkv.weight'), value.shape[1]
+            q, v = (state.get(prefix + p, torch.zeros(C)) for p in _QV)
+            meta[prefix + 'qkv.bias'] = torch.cat([q, torch.rand(C) + 1, v])
+            mask = torch.ones(3 * C)
+            mask[C : 2 * C] = 0
+            meta[prefix + 'qkv.bias_mask'] = mask
+        for timm_name, official in names.items():
+            key = key.replace(timm_name, official)
+        meta['storage_tokens' if key == 'reg_token' else key] = value
+    bands = head_dims // 4
+    periods = 100.0 ** (torch.arange(bands) / bands)
+    meta['rope_embed.periods'] = periods.bfloat16().float()
+    meta['mask_token'] = torch.zeros(1, state['cls_token'].shape[-1])
+    return meta
+
+
+_QV = ('q_bias', 'v_bias')
+_META_SWIGLU = (('fc1_g', 'w1'), ('fc1_x', 'w2'), ('fc2', 'w3'))
 
 
 @functools.cache

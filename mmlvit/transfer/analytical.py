@@ -210,11 +210,13 @@ def impulse_init_(backbone: nn.Module) -> list[tuple[str, int]]:
         backbone, 'num_pos_extra_tokens', backbone.num_extra_tokens
     )
     pos_embed = getattr(backbone, 'pos_embed', None)
+    table, written = None, []
     if pos_embed is None and hasattr(backbone, 'position_embedding'):
-        table, written = backbone.position_embedding((H, W)), []
+        # None without absolute positions (pos_embed_type 'none').
+        table = backbone.position_embedding((H, W))
     elif isinstance(pos_embed, torch.Tensor):
         table, written = pos_embed, [('pos_embed', pos_embed.numel())]
-    else:
+    if table is None:
         raise _error(
             'Impulse',
             'it needs a position embedding (the '

@@ -4,12 +4,11 @@ A checkpoint in mmpretrain keys (:func:`~.readers.load_softmax_checkpoint`)
 states everything about its ViT but the head count: width and patch size
 from the patch embedding, depth from the block indices, MLP width from the
 first MLP layer, image size from the learned position table, classes from
-the head. The heads follow the standard ViT zoo (ViT-Ti/S/B/L/H: 3, 6, 12,
-16, 16 heads; arXiv:2010.11929, arXiv:2012.12877; SigLIP's So400m, 1152
-wide: 16, arXiv:2305.13035), else 64 channels a head.
-The family's structure is read off its keys too (layer scales, tokens,
-pre-norm, SwiGLU, pooling), and what they cannot show from the family the
-reader found (CLIP's QuickGELU, EVA-02's rotary positions): see
+the head. The heads follow the family (:mod:`.family_defaults`). The family's
+structure is read off its keys too (layer scales, tokens, pre-norm,
+SwiGLU, pooling, no qkv bias, no position table), and what they cannot
+show from the family the reader found (CLIP's QuickGELU, the rotary
+positions of EVA-02 and DINOv3, DINOv3's LayerNorm eps): see
 :attr:`ViTArch.backbone_options`.
 """
 
@@ -22,19 +21,14 @@ import torch
 from mmpretrain.models.backbones import VisionTransformer
 
 from .errors import TransferError
+from .family_defaults import FAMILY_NORM_EPS, FAMILY_ROPE, default_num_heads
 
-# Width -> heads of the standard ViT zoo and SigLIP's So400m (1152 / 64 would
-# give 18).
-STANDARD_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1152: 16, 1280: 16}
 # mmpretrain's zoo names for the standard shapes, preferred in configs.
 ZOO_NAMES = ('deit-tiny', 'deit-small', 'deit-base', 'large', 'huge')
 _BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')
 _PATCH = 'backbone.patch_embed.projection.weight'
 _FFN = 'backbone.layers.0.ffn.layers.0.0.weight'
 _SWIGLU = 'backbone.layers.0.ffn.w12.weight'
-# EVA-02's rotary positions: every release is scaled to the 16 x 16 grid it
-# was pre-trained on (224 px, patch 14).
-EVA02_ROPE = dict(type='eva02', ref_feat_shape=(16, 16))
 _HEAD = 'head.layers.head.weight'
 _POOL_FFN = 'neck.mlp.fc1.weight'
 
@@ -62,7 +56,8 @@ class ViTArch:
             ``LinearTransformerEncoderLayer``.
         avg_pool (bool): Average-pooled patches with a norm after the
             pooling (timm's ``fc_norm``) and no final norm.
-        rope (dict, optional): The backbone's ``rope_cfg`` (EVA-02).
+        rope (dict, optional): The backbone's ``rope_cfg`` (EVA-02,
+            DINOv3).
         num_register_tokens (int): DINOv2's registers.
         pooling (str, optional): How a model without a class token pools:
             ``'map'`` (an attention-pooling neck, SigLIP), ``'avg'`` (the
@@ -71,6 +66,10 @@ class ViTArch:
             ``avg_featmap``).
         pool_feedforward_channels (int, optional): The MLP width of the
             attention-pooling neck.
+        qkv_bias (bool): ``attn.qkv`` has a bias.
+        abs_pos_embed (bool): A learned position table; False: rotary
+            positions only (DINOv3).
+        norm_eps (float): The LayerNorms' eps.
     """
 
     embed_dims: int
@@ -92,6 +91,9 @@ class ViTArch:
     num_register_tokens: int = 0
     pooling: str | None = None
     pool_feedforward_channels: int | None = None
+    qkv_bias: bool = True
+    abs_pos_embed: bool = True
+    norm_eps: float = 1e-6
 
     def backbone_options(self) -> dict:
         """What ``LinearVisionTransformer`` needs beyond the shape to
@@ -100,7 +102,9 @@ class ViTArch:
         scales), ``with_dist_token``, ``pre_norm`` with CLIP's QuickGELU and
         LayerNorm eps 1e-5, ``patch_cfg`` without bias,
         ``num_register_tokens``, ``layer_cfgs`` with a SwiGLU ``ffn_type``,
-        average pooling, ``rope_cfg``, no class token and the ``out_type``
+        average pooling, ``rope_cfg`` (and ``pos_embed_type='none'``
+        without a position table), ``qkv_bias=False``, the family's
+        LayerNorm eps, no class token and the ``out_type``
         the pooling neck reads (``'raw'`` for MAP, ``'featmap'`` for GAP;
         see :attr:`neck`)."""
         options = {}
@@ -114,6 +118,12 @@ class ViTArch:
                 norm_cfg=dict(type='LN', eps=1e-5),
                 layer_cfgs=dict(act_cfg=dict(type='QuickGELU')),
             )
+        if self.norm_eps != 1e-6:
+            options['norm_cfg'] = dict(type='LN', eps=self.norm_eps)
+        if not self.qkv_bias:
+            options['qkv_bias'] = False
+        if not self.abs_pos_embed:
+            options['pos_embed_type'] = 'none'
         if self.patch_bias == self.pre_norm:
             # mmpretrain drops the patch bias exactly with pre_norm.
             options['patch_cfg'] = dict(bias=self.patch_bias)
@@ -216,16 +226,6 @@ class ViTArch:
         return ''.join(f', {part}' for part in parts)
 
 
-def default_num_heads(embed_dims: int) -> int | None:
-    """Heads of the standard ViT of width ``embed_dims``, else one per 64
-    channels; None when neither applies."""
-    if embed_dims in STANDARD_HEADS:
-        return STANDARD_HEADS[embed_dims]
-    if embed_dims % 64 == 0:
-        return embed_dims // 64
-    return None
-
-
 def infer_vit_arch(
     state_dict: Mapping[str, torch.Tensor],
     num_heads: int | None = None,
@@ -264,13 +264,13 @@ def infer_vit_arch(
     num_layers = len(
         {int(m.group(1)) for m in map(_BLOCK.match, state_dict) if m}
     )
+    family = getattr(state_dict, 'family', None)
     if num_heads is None:
-        num_heads = default_num_heads(embed_dims)
+        num_heads = default_num_heads(embed_dims, family)
         if num_heads is None:
             raise TransferError(
                 f'{name} is {embed_dims} wide, not a standard ViT width '
-                f'({sorted(STANDARD_HEADS)}) nor a multiple of 64: pass the '
-                'number of heads.'
+                'nor a multiple of 64: pass the number of heads.'
             )
     if embed_dims % num_heads:
         raise TransferError(
@@ -310,9 +310,7 @@ def infer_vit_arch(
         ffn_type=_ffn_type(state_dict, ffn),
         avg_pool='backbone.ln2.weight' in state_dict
         and 'backbone.ln1.weight' not in state_dict,
-        rope=EVA02_ROPE
-        if getattr(state_dict, 'family', None) == 'eva02'
-        else None,
+        rope=FAMILY_ROPE.get(family),
         num_register_tokens=(
             state_dict['backbone.reg_token'].shape[1]
             if 'backbone.reg_token' in state_dict
@@ -322,6 +320,9 @@ def infer_vit_arch(
         pool_feedforward_channels=(
             None if pool_ffn is None else pool_ffn.shape[0]
         ),
+        qkv_bias='backbone.layers.0.attn.qkv.bias' in state_dict,
+        abs_pos_embed=pos_embed is not None or family not in FAMILY_ROPE,
+        norm_eps=FAMILY_NORM_EPS.get(family, 1e-6),
     )
 
 

@@ -1,7 +1,8 @@
 """What is special to DINOv2 files in timm's layout (arXiv:2304.07193,
 registers arXiv:2309.16588): detection, the checks that refuse partial
-matches and DINOv3, the packed SwiGLU MLP of ViT-g, and the position table
-resampled to the model's image size.
+matches, the packed SwiGLU MLP of ViT-g, and the position table resampled
+to the model's image size (DINOv3, registers without a table, is
+:mod:`.dinov3_family`'s).
 
 timm keeps DINOv2's registers in ``reg_token`` (1, R, C) without a position;
 for the register models it folds the class token's position into

@@ -42,6 +42,7 @@ FORMATS = (
     'openai-clip',
     'eva02',
     'dinov2',
+    'dinov3',
     'siglip',
 )
 
@@ -70,17 +71,14 @@ def load_softmax_checkpoint(
             ``module.backbone.`` prefixes; the teacher is used), ``'mocov3'``
             (``module.base_encoder.`` under ``'state_dict'``), ``'ibot'``
             (like DINO, or flat under ``'state_dict'``, with
-            ``masked_embed``); the families in timm's layout (flat, or
-            under ``'state_dict'``/``'model'``): ``'deit3'`` (layer scale
-            ``blocks.N.ls1.gamma``/``ls2.gamma``), ``'deit-distilled'``
-            (``dist_token``, ``head_dist``), ``'clip'`` (``norm_pre``, no
-            patch bias), ``'eva02'`` (q/v biases or q/k/v projections, a
-            SwiGLU MLP; :mod:`.eva02`), and ``'openai-clip'`` (OpenAI/OpenCLIP:
+            ``masked_embed``); ``'openai-clip'`` (OpenAI/OpenCLIP:
             ``visual.conv1.weight``, ``visual.transformer.resblocks.*``;
-            the image tower is read, the text tower dropped), ``'dinov2'``
-            (``reg_token`` or 14-px patches with layer scale), ``'siglip'``
-            (no class token; ``attn_pool.*``, or the GAP variant). Under
-            ``'auto'`` a flat timm file is read as its family.
+            the image tower is read, the text tower dropped); the families
+            in timm's layout (flat, or under ``'state_dict'``/``'model'``;
+            their keys: :data:`~.vit_families.FAMILIES`): ``'deit3'``,
+            ``'deit-distilled'``, ``'clip'``, ``'eva02'``, ``'dinov2'``,
+            ``'dinov3'``, ``'siglip'``. Under ``'auto'`` a flat timm file
+            is read as its family.
         img_size (int, optional): The model's image side; a DINOv2 table
             for another size is resampled to it with timm's helper.
 
@@ -287,6 +285,7 @@ _LOCATORS = {
     'clip': _locate_family('clip'),
     'eva02': _locate_family('eva02'),
     'dinov2': _locate_family('dinov2'),
+    'dinov3': _locate_family('dinov3'),
     'openai-clip': _locate_openai_clip,
     'siglip': _locate_family('siglip'),
 }

@@ -12,7 +12,9 @@ attn.qkv, attn.proj, ln2, ffn.layers.0.0, ffn.layers.1}.*``,
 EVA-02's SwiGLU ``blocks.N.mlp.{w12,w3,norm}.*`` (:mod:`.eva02`) ->
 ``backbone.layers.N.ffn.{w12,w3,norm}.*``, DINOv2's ``reg_token`` (1, R, C)
 -> ``backbone.reg_token`` and its packed SwiGLU ``mlp.fc1``/``fc2`` ->
-``backbone.layers.N.ffn.w12``/``w3``, SigLIP's ``attn_pool.*`` ->
+``backbone.layers.N.ffn.w12``/``w3``, DINOv3's ``gamma_1``/``gamma_2``,
+``reg_token``, q/v biases and SwiGLU (:mod:`.dinov3_family`) as above,
+SigLIP's ``attn_pool.*`` ->
 ``neck.*`` (``AttentionPoolingNeck``: ``latent`` (1, L, C), ``q``, ``kv``,
 ``proj``, ``norm``, ``mlp.fc1``, ``mlp.fc2``).
 """
@@ -26,6 +28,7 @@ import torch
 from mmlvit.checkpoint import CheckpointError
 
 from .dinov2_family import pack_swiglu, resample_position_table
+from .dinov3_family import dinov3_to_vit_blocks, meta_to_timm
 from .errors import preview_keys
 from .eva02 import eva02_to_vit_blocks
 from .vit_families import ATTN_POOL_KEYS, SUPPORTED, identify_family
@@ -99,9 +102,12 @@ def convert_timm(weights, name, format, img_size=None):
         CheckpointError: A key has no counterpart, or the family is not
             supported or only partly matched (:func:`identify_family`).
     """
+    weights = meta_to_timm(weights, name)  # DINOv3 in Meta's layout
     family = identify_family(weights, name, format)
     if family == 'eva02':
         weights = eva02_to_vit_blocks(weights, name)
+    elif family == 'dinov3':
+        weights = dinov3_to_vit_blocks(weights, name)
     converted, dropped, unknown = OrderedDict(), [], []
     # What the weights cannot show (EVA-02's rotary positions) follows
     # the family; an attribute survives torch.save like ``_metadata``.

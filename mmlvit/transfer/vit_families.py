@@ -24,12 +24,18 @@ arXiv:2010.11929 / 2012.12877, each visible in the keys:
   its GAP variant averaged after the final norm (``norm``, no
   ``fc_norm``).
 
+- DINOv3 (arXiv:2508.10104) in timm's layout: registers (``reg_token``)
+  and layer scales (``gamma_1``, ``gamma_2``) without a position table
+  (rotary positions only), optionally q/v biases and a SwiGLU MLP
+  (``mlp.fc1_g``, ``mlp.fc1_x``); Meta's layout (``storage_tokens``,
+  ``rope_embed.periods``, ``qkv.bias_mask``) is renamed to it first, see
+  :mod:`.dinov3_family`.
+
 Families the backbone cannot express yet are recognised by their own keys
 and refused, naming the family: a ``w12``/``w3`` SwiGLU (Meta's DINOv2-g
-layout), registers with RoPE (DINOv3) and attention pooling next to a class
-token. So is a partial match (layer scale in some blocks only, a second
-head without its token, an attention pool without its MLP): nothing loads
-half-read.
+layout) and attention pooling next to a class token. So is a partial
+match (layer scale in some blocks only, a second head without its token,
+an attention pool without its MLP): nothing loads half-read.
 """
 
 import re
@@ -39,6 +45,7 @@ from dataclasses import dataclass
 from mmlvit.checkpoint import CheckpointError
 
 from .dinov2_family import check_dinov2, is_dinov2
+from .dinov3_family import check_dinov3, is_dinov3, meta_to_timm
 from .errors import preview_keys
 from .eva02 import SIGNATURE as EVA02_SIGNATURE
 
@@ -107,6 +114,22 @@ FAMILIES = {
         "resampled with timm's resample_abs_pos_embed (as timm loads "
         'DINOv2) when the reader is given that size',
     ),
+    'dinov3': Family(
+        'DINOv3',
+        'reg_token (registers) and a layer scale in every block '
+        "(blocks.N.gamma_1, gamma_2) without pos_embed; Meta's layout: "
+        'storage_tokens, rope_embed.periods, qkv.bias_mask',
+        'no position table (pos_embed_type none): rotary positions as '
+        "rope_cfg type 'dinov3' (period base 100, patch centres scaled "
+        'to [-1, 1] per axis; class token and registers unrotated); the '
+        'registers and layer scales as DINOv2; q_bias/v_bias -> one qkv '
+        'bias with a zero key part (the masked key bias), no bias -> '
+        'qkv_bias=False; a SwiGLU (fc1_g, fc1_x -> ffn.w12, fc2 -> ffn.w3) '
+        "-> ffn_type 'swiglu'; LN eps 1e-5; class-token pooling after the "
+        "final norm (Meta's); for timm's default (global_pool 'avg', the "
+        "mean of the normed patch tokens) set out_type 'featmap' and a "
+        'GlobalAveragePooling neck',
+    ),
     'siglip': Family(
         'SigLIP',
         'attn_pool.* (MAP head) and no class token; the GAP variant: no '
@@ -127,21 +150,10 @@ ATTN_POOL_KEYS = ('attn_pool.latent',) + tuple(
     for module in ('q', 'kv', 'proj', 'norm', 'mlp.fc1', 'mlp.fc2')
     for kind in ('weight', 'bias')
 )
-_REGISTERS = r'(reg_token|storage_tokens)$'
 _LAYER_SCALE = re.compile(r'blocks\.(\d+)\.(ls[12]\.gamma|gamma_[12])$')
 _BLOCK = re.compile(r'blocks\.(\d+)\.')
 # (pattern over the keys, the family it resembles, what it needs).
 _UNSUPPORTED = (
-    (
-        re.compile(r'storage_tokens$'),
-        'DINOv3',
-        'storage (register) tokens with RoPE',
-    ),
-    (
-        re.compile(r'(^|\.)rope'),
-        'DINOv3',
-        'rotary position embedding with its periods (rope_embed)',
-    ),
     (
         re.compile(r'blocks\.\d+\.mlp\.(w12|w3)\.'),
         'DINOv2-g',
@@ -151,7 +163,8 @@ _UNSUPPORTED = (
 SUPPORTED = (
     'ViT/DeiT (timm, DeiT, MAE, DINO, MoCo v3, iBOT releases), DeiT III, '
     'distilled DeiT, CLIP (timm and OpenAI/OpenCLIP layouts), SigLIP (MAP '
-    "and GAP), EVA-02 and DINOv2 (timm's layout, with or without registers)"
+    "and GAP), EVA-02, DINOv2 (timm's layout, with or without registers) "
+    "and DINOv3 (timm's and Meta's layouts)"
 )
 
 
@@ -163,7 +176,7 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
         name (str): The file, for messages.
         format (str): The format asked for; a family's own format
             (``'deit3'``, ``'deit-distilled'``, ``'clip'``, ``'eva02'``,
-            ``'siglip'``)
+            ``'dinov2'``, ``'dinov3'``, ``'siglip'``)
             must be that family.
 
     Returns:
@@ -175,8 +188,11 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
             message names the family the file resembles, the keys that do
             not fit and what is missing.
     """
+    weights = meta_to_timm(weights, name)
     keys = list(weights)
-    _refuse_dinov3(keys, name, format)
+    dinov3 = is_dinov3(weights)
+    if dinov3:
+        check_dinov3(weights, name)
     for pattern, family, needs in _UNSUPPORTED:
         hits = [k for k in keys if pattern.search(k)]
         if hits:
@@ -185,7 +201,8 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
                 f'cannot be converted yet. Keys that do not fit: '
                 f'{preview_keys(hits, 8)}. Supported: {SUPPORTED}.'
             )
-    check_dinov2(weights, name)
+    if not dinov3:
+        check_dinov2(weights, name)
     if any(k.startswith('attn_pool.') for k in keys):
         _check_attn_pool(keys, name)
     found = [
@@ -193,7 +210,9 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
         for f in ('eva02', 'deit3', 'deit-distilled', 'clip', 'siglip')
         if _has(f, keys)
     ]
-    if is_dinov2(weights):
+    if dinov3:
+        found.insert(0, 'dinov3')
+    elif is_dinov2(weights):
         found.insert(0, 'dinov2')
     if 'deit3' in found:
         _check_layer_scale(keys, name)
@@ -209,22 +228,6 @@ def identify_family(weights: Mapping, name: str, format: str) -> str:
             f"{family!r} or 'auto'."
         )
     return family
-
-
-def _refuse_dinov3(keys, name, format):
-    """DINOv3 (arXiv 2508.10104): register tokens with rotary positions
-    instead of a learned table (timm's layout) or with the RoPE periods
-    (the official one). Its RoPE type exists (``rope_cfg`` type
-    ``'dinov3'``) but its reader does not yet."""
-    registers = [k for k in keys if re.search(_REGISTERS, k)]
-    rope = [k for k in keys if re.search(r'(^|\.)rope', k)]
-    if registers and (rope or 'pos_embed' not in keys):
-        raise CheckpointError(
-            f'{name} (read as {format!r}) looks like DINOv3: register '
-            'tokens with rotary position embedding and no learned position '
-            'table cannot be converted yet. Keys that do not fit: '
-            f'{preview_keys(registers + rope, 8)}. Supported: {SUPPORTED}.'
-        )
 
 
 def _has(family, keys):
@@ -246,6 +249,16 @@ def _has(family, keys):
 def _missing(family, keys):
     if family == 'eva02':
         return 'blocks.N.attn.q_bias, blocks.N.attn.v_bias (or q_proj)'
+    if family == 'dinov3':
+        return ', '.join(
+            text
+            for absent, text in (
+                ('reg_token' not in keys, 'reg_token'),
+                (not _has('deit3', keys), 'blocks.N.gamma_1, gamma_2'),
+                ('pos_embed' in keys, 'no pos_embed (this file has one)'),
+            )
+            if absent
+        )
     if family == 'dinov2':
         return (
             '14-px patches (patch_embed.proj.weight (C, 3, 14, 14)) and '

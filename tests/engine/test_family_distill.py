@@ -2,10 +2,10 @@
 Runner: the teacher is the family's architecture with softmax attention,
 read from timm's own file (so it computes timm's function), the GLA
 student starts from MLPCopy (MLPs and layer scales) and trains a few
-iterations on the attention-output loss; EVA-02's teacher and student
-both rotate q and k (RoPE). SigLIP's student has no class token on either
-side: its patch tokens alone are matched, and MLPCopy gives it the
-attention-pooling neck too."""
+iterations on the attention-output loss; EVA-02's and DINOv3's teacher
+and student both rotate q and k (RoPE; DINOv3 has no position table).
+SigLIP's student has no class token on either side: its patch tokens
+alone are matched, and MLPCopy gives it the attention-pooling neck too."""
 
 import math
 
@@ -63,7 +63,7 @@ class Logged(Hook):
 
 @pytest.mark.parametrize(
     'family',
-    ['deit3', 'deit-distilled', 'clip', 'eva02', 'dinov2', 'siglip'],
+    ['deit3', 'deit-distilled', 'clip', 'eva02', 'dinov2', 'dinov3', 'siglip'],
 )
 def test_distillation_from_the_family_teacher(family, tmp_path):
     path = save_family(family, tmp_path / f'{family}.pth')
@@ -116,9 +116,8 @@ def test_distillation_from_the_family_teacher(family, tmp_path):
         for k in state
         if '.ffn.' in k or '.gamma1.' in k or k.startswith('neck.')
     ]
-    assert len(copied) == {'deit3': 12, 'dinov2': 12, 'siglip': 21}.get(
-        family, 8
-    )
+    scaled = {'deit3': 12, 'dinov2': 12, 'dinov3': 12, 'siglip': 21}
+    assert len(copied) == scaled.get(family, 8)
     for key in copied:
         assert torch.equal(logged.initial[key], state[key])
     if family == 'siglip':  # patch tokens only, on both sides

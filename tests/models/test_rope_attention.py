@@ -11,6 +11,7 @@ from rope_oracle import random_angles, rotate, tables
 from mmlvit.models.backbones import LinearVisionTransformer
 from mmlvit.models.backbones.rope import AxialRope
 from mmlvit.ops import inline_attention, kernel_linear_attention
+from mmlvit.transfer import TransferError, impulse_init_
 
 C, HEADS, HW = 16, 2, (2, 3)
 D = C // HEADS
@@ -181,3 +182,26 @@ def test_backbone_rope_any_grid_no_weights_and_refusal():
     refusal = 'MHLAttention cannot apply rotary.*drop rope_cfg'
     with pytest.raises(ValueError, match=refusal):
         backbone('MHLAttention', rope_cfg=dict(type='eva02'))
+
+
+def test_no_absolute_positions_with_pos_embed_type_none():
+    """pos_embed_type='none' (RoPE-only models such as DINOv3): no table
+    in the state dict, nothing added, so without RoPE the patch tokens are
+    permutation-equivariant; Impulse, which needs a table, refuses."""
+    torch.manual_seed(0)
+    model = backbone('SoftmaxAttention', pos_embed_type='none').eval()
+    assert 'pos_embed' not in model.state_dict()
+    assert model.position_embedding((4, 4)) is None
+    img = torch.randn(1, 3, 32, 32)
+    # Swap the first and last 8-px patch rows: patches 0-3 <-> 12-15.
+    swapped = torch.cat(
+        [img[..., 24:, :], img[..., 8:24, :], img[..., :8, :]], 2
+    )
+    order = torch.cat(
+        [torch.arange(12, 16), torch.arange(4, 12), torch.arange(4)]
+    )
+    with torch.no_grad():
+        a, b = model(img)[0][:, 1:], model(swapped)[0][:, 1:]
+    torch.testing.assert_close(b, a[:, order], rtol=0, atol=1e-6)
+    with pytest.raises(TransferError, match='needs a position embedding'):
+        impulse_init_(model)

@@ -1,7 +1,7 @@
 """DINOv2 files the readers refuse: truncated, a partial match (a
 reg_token of the wrong width, layer scale in some blocks only, registers
 without a class token or layer scale, a SwiGLU MLP in some blocks only),
-another family than the one named, DINOv3. Each error names the problem
+another family than the one named (DINOv3 too). Each error names the problem
 and the fix."""
 
 import pytest
@@ -87,18 +87,20 @@ def test_another_family_named_dinov2_is_refused(tmp_path):
         read(path, 'dinov2')
 
 
-def test_dinov3_is_refused_naming_dinov3(tmp_path):
+def test_dinov3_read_as_dinov2_names_dinov3(tmp_path):
+    """DINOv3 is read as its own family: named DINOv2, it is refused with
+    the format to pass (Meta's layout too, its registers in
+    storage_tokens)."""
     model = perturbed_timm_model('vit_small_patch16_dinov3', **DINOV2_TINY)
     path = tmp_path / 'dinov3.pth'
     torch.save(model.state_dict(), path)
-    for fmt in ('auto', 'dinov2'):
-        with pytest.raises(
-            CheckpointError,
-            match=r'looks like DINOv3.*rotary position.*reg_token',
-        ):
-            read(path, fmt)
-    # Meta's own DINOv3 layout keeps its registers in storage_tokens.
-    state = dinov2_state()
+    with pytest.raises(
+        CheckpointError,
+        match=r'not a DINOv2 checkpoint.*resembles DINOv3: pass '
+        r"format='dinov3'",
+    ):
+        read(path, 'dinov2')
+    state = dict(model.state_dict())
     state['storage_tokens'] = state.pop('reg_token')
-    with pytest.raises(CheckpointError, match=r'looks like DINOv3'):
-        read(state)
+    with pytest.raises(CheckpointError, match=r'resembles DINOv3: pass'):
+        read(state, 'dinov2')

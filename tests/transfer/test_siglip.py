@@ -25,7 +25,7 @@ from mmlvit.transfer import (
     component_of,
     infer_vit_arch,
 )
-from mmlvit.transfer.arch import default_num_heads
+from mmlvit.transfer.family_defaults import default_num_heads
 
 TANH = dict(type='GELU', approximate='tanh')
 NECKS = {

@@ -67,20 +67,22 @@ def test_partial_distillation_parts_are_refused():
         read(state)
 
 
-@pytest.mark.parametrize(
-    'name,family,key',
-    [
-        ('vit_small_patch16_dinov3', 'DINOv3', 'reg_token'),
-    ],
-)
-def test_families_not_supported_yet_are_named(name, family, key, tmp_path):
+def test_families_not_supported_yet_are_named(tmp_path):
+    """Meta's DINOv2-g layout: its SwiGLU MLP as w12/w3."""
     model = perturbed_timm_model(
-        name, **dict(TIMM_FAMILY_TINY, img_size=28, patch_size=14)
+        'vit_small_patch14_reg4_dinov2',
+        **dict(TIMM_FAMILY_TINY, img_size=28, patch_size=14),
     )
-    path = tmp_path / f'{name}.pth'
-    torch.save(model.state_dict(), path)
+    state = {
+        k.replace('mlp.fc1.', 'mlp.w12.').replace('mlp.fc2.', 'mlp.w3.'): v
+        for k, v in model.state_dict().items()
+    }
+    path = tmp_path / 'dinov2_g.pth'
+    torch.save(state, path)
     with pytest.raises(
-        CheckpointError, match=rf'looks like {family}.*{key}.*Supported:'
+        CheckpointError,
+        match=r'looks like DINOv2-g: a w12/w3 SwiGLU MLP.*blocks\.0\.mlp'
+        r'\.w12\.weight.*Supported:.*DINOv3',
     ):
         read(path)
 

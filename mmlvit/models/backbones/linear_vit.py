@@ -17,7 +17,7 @@ from .register_tokens import add_register_tokens, insert_register_tokens
 from .rope import AxialRope, check_rope_support
 from .token_layout import per_layer_attn_cfgs, token_layout
 
-POS_EMBED_TYPES = ('learned', 'sincos')
+POS_EMBED_TYPES = ('learned', 'sincos', 'none')
 
 
 @MODELS.register_module()
@@ -39,9 +39,11 @@ class LinearVisionTransformer(VisionTransformer):
             ``arch``), one for every layer or a list with one per layer (e.g.
             linear blocks with softmax in the last ones). Keyword only.
         pos_embed_type (str, optional): ``'learned'`` (a Parameter, resized
-            to other grids like mmpretrain does) or ``'sincos'`` (fixed 2-D
+            to other grids like mmpretrain does), ``'sincos'`` (fixed 2-D
             sin-cos computed for the current grid; the class token, if any,
-            gets no position). Keyword only; the default is below.
+            gets no position) or ``'none'`` (no absolute position: models
+            whose positions are rotary only, ``rope_cfg``; e.g. DINOv3).
+            Keyword only; the default is below.
         with_dist_token (bool): A distillation token (DeiT, arXiv
             2012.12877) after the class token: ``dist_token`` (1, 1, C),
             ``num_extra_tokens`` = 2, a learned position for it, and
@@ -68,10 +70,10 @@ class LinearVisionTransformer(VisionTransformer):
         out_type (str, optional): As ``VisionTransformer``'s. Defaults to
             None: ``'cls_token'`` with a class token, else
             ``'avg_featmap'``.
-        pos_embed_type (str, optional): ``'learned'`` or ``'sincos'``.
-            Defaults to None: ``'sincos'`` when an operator mixes patch
-            tokens only (Qin et al.'s protocol for MHLA and TTT), else
-            ``'learned'``.
+        pos_embed_type (str, optional): ``'learned'``, ``'sincos'`` or
+            ``'none'``. Defaults to None: ``'sincos'`` when an operator
+            mixes patch tokens only (Qin et al.'s protocol for MHLA and
+            TTT), else ``'learned'``.
 
     The other arguments are ``VisionTransformer``'s (``norm_cfg`` defaults to
     LN with eps 1e-6, ``patch_cfg`` and ``layer_cfgs`` to empty dicts).
@@ -171,6 +173,8 @@ class LinearVisionTransformer(VisionTransformer):
                     'pos_embed_type="sincos" needs embed_dims '
                     f'divisible by 4, got {embed_dims}.'
                 )
+            self.pos_embed = None
+        elif pos_embed_type == 'none':
             self.pos_embed = None
 
         if isinstance(layer_cfgs, dict):
@@ -281,9 +285,11 @@ class LinearVisionTransformer(VisionTransformer):
                 is computed in. Defaults to float32.
 
         Returns:
-            Tensor: (1, num_pos_extra_tokens + H*W, C): registers have no
-            position.
+            Tensor | None: (1, num_pos_extra_tokens + H*W, C): registers
+            have no position; None with ``pos_embed_type='none'``.
         """
+        if self.pos_embed_type == 'none':
+            return None
         if self.pos_embed is not None:
             return resize_pos_embed(
                 self.pos_embed,
@@ -310,7 +316,8 @@ class LinearVisionTransformer(VisionTransformer):
         # A sin-cos table in at least fp32 (fp64 for an fp64 model).
         table_dtype = torch.promote_types(x.dtype, torch.float32)
         pos = self.position_embedding(hw_shape, x.device, table_dtype)
-        x = x + pos.to(x.dtype)
+        if pos is not None:
+            x = x + pos.to(x.dtype)
         # [class, (distillation), registers, patches]
         x = insert_register_tokens(
             x, self.reg_token, self.num_pos_extra_tokens
