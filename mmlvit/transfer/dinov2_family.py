@@ -90,14 +90,13 @@ def check_dinov2(weights: Mapping, name: str) -> None:
 
 def pack_swiglu(state: dict, name: str) -> bool:
     """Rename timm's packed SwiGLU MLP (``mlp.fc1`` (2H, C) = [x1; x2],
-    silu(x1) * x2, then ``mlp.fc2`` (C, H)) to mmpretrain's
-    ``SwiGLUFFNFused`` (``ffn.w12``, chunked the same way, and ``ffn.w3``),
-    in place; True if it did.
+    silu(x1) * x2, then ``mlp.fc2`` (C, H)) to mmpretrain's SwiGLU keys
+    (``ffn.w12``, chunked the same way, and ``ffn.w3``; the backbone's
+    ``ffn_type='swiglu'`` of hidden width H), in place; True if it did.
 
     Raises:
-        CheckpointError: Some blocks are packed and others not, or H is not
-            a multiple of 8 (``SwiGLUFFNFused`` rounds its hidden width up
-            to one).
+        CheckpointError: Some blocks are packed and others not, or their
+            hidden widths differ.
     """
     fc1, fc2 = {}, {}
     for key, value in state.items():
@@ -110,14 +109,14 @@ def pack_swiglu(state: dict, name: str) -> bool:
     if not packed:
         return False
     hidden = {fc2[i].shape[1] for i in packed}
-    if packed != set(fc1) or len(hidden) != 1 or min(hidden) % 8:
+    if packed != set(fc1) or len(hidden) != 1:
         plain = sorted(set(fc1) - packed, key=int)
         raise CheckpointError(
             f'{name} has a packed SwiGLU MLP (DINOv2 ViT-g: mlp.fc1 rows = 2 '
             f'x mlp.fc2 columns) in blocks {sorted(packed, key=int)[:6]} '
             f'but a plain MLP in {plain[:6]} or hidden widths {sorted(hidden)}'
-            ': every block needs the same SwiGLU hidden width, a multiple of '
-            '8. The file is damaged or mixes two models.'
+            ': every block needs the same SwiGLU hidden width. The file is '
+            'damaged or mixes two models.'
         )
     for key in [k for k in state if _FC.match(k)]:
         index, layer, kind = _FC.match(key).groups()

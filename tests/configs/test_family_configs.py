@@ -17,6 +17,8 @@ from mmlvit.transfer import apply_init, load_softmax_checkpoint
 # leaf config -> the family (tests/vit_families.py) its teacher is.
 FAMILY_CONFIGS = {
     'configs/lvit/vit-b16-clip_gla_mlpcopy-distill_in1k.py': 'clip',
+    'configs/lvit/vit-b16-siglip_gla_mlpcopy-distill_in1k.py': 'siglip',
+    'configs/lvit/vit-s14-reg4-dinov2_gla_mlpcopy-distill_in1k.py': 'dinov2',
 }
 TINY_ARCH = dict(
     embed_dims=TIMM_FAMILY_TINY['embed_dim'],
@@ -38,6 +40,13 @@ def tiny_distiller(path, checkpoint):
             patch_size=TIMM_FAMILY_TINY['patch_size'],
         )
     model.student.head.in_channels = TINY_ARCH['embed_dims']
+    for role in ('student', 'teacher'):
+        if model[role].get('neck'):  # SigLIP's attention pooling
+            model[role].neck.update(
+                in_channels=TINY_ARCH['embed_dims'],
+                num_heads=TINY_ARCH['num_heads'],
+                feedforward_channels=TINY_ARCH['feedforward_channels'],
+            )
     model.teacher_checkpoint = str(checkpoint)
     return MODELS.build(model)
 
