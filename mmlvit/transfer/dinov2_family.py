@@ -73,6 +73,17 @@ def check_dinov2(weights: Mapping, name: str) -> None:
             "or without layer scale (e.g. timm's reg*_gap models) are not "
             'supported; check the file is a complete DINOv2 checkpoint.'
         )
+    check_register_shape(weights, name)
+
+
+def check_register_shape(weights: Mapping, name: str) -> None:
+    """``reg_token`` is (1, R, C) with C the patch embedding's width and
+    1 <= R <= MAX_REGISTERS.
+
+    Raises:
+        CheckpointError: It is not, naming its shape and the expected one.
+    """
+    reg = weights['reg_token']
     width = weights['patch_embed.proj.weight'].shape[0]
     if (
         reg.dim() != 3

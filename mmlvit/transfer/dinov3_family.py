@@ -36,9 +36,9 @@ import torch
 
 from mmlvit.checkpoint import CheckpointError
 
+from .dinov2_family import check_register_shape
 from .errors import preview_keys
 
-MAX_REGISTERS = 16
 META_LAYOUT = re.compile(r'^storage_tokens$|^rope_embed\.|\.bias_mask$')
 _META_PRETRAINING = re.compile(r'^(mask_token|local_cls_norm\.|projectors\.)')
 _META_MLP = {
@@ -84,20 +84,7 @@ def check_dinov3(weights: Mapping, name: str) -> None:
             f'(pos_embed) like DINOv3, but lacks {" and ".join(missing)}. '
             'Check that the file is a complete DINOv3 checkpoint.'
         )
-    reg = weights['reg_token']
-    width = weights['patch_embed.proj.weight'].shape[0]
-    if (
-        reg.dim() != 3
-        or reg.shape[0] != 1
-        or reg.shape[2] != width
-        or not 1 <= reg.shape[1] <= MAX_REGISTERS
-    ):
-        raise CheckpointError(
-            f'{name}: reg_token {tuple(reg.shape)} does not fit the model: '
-            f'expected (1, R, {width}) with 1 <= R <= {MAX_REGISTERS} (width '
-            f'{width} from patch_embed.proj.weight). The file is damaged or '
-            'mixes two models.'
-        )
+    check_register_shape(weights, name)
 
 
 def dinov3_to_vit_blocks(weights: Mapping, name: str) -> dict:
