@@ -110,3 +110,32 @@ def test_another_input_size_resizes_the_positions_of_non_registers():
     assert torch.equal(table, expected)
     with torch.no_grad():
         assert model(torch.randn(2, 3, 48, 48))[-1].shape == (2, 40, 64)
+
+
+def test_layer_depths_put_every_prefix_token_and_the_pre_norm_in_the_stem():
+    """Layer-wise lr decay: tokens and pre-norm at depth 0 as the class
+    token, block i at i + 1, the final norm and the rest at L + 1."""
+    model = backbone(
+        num_register_tokens=2, with_dist_token=True, pre_norm=True
+    )
+    depths = {
+        name: model.get_layer_depth(name)
+        for name in (
+            'cls_token',
+            'dist_token',
+            'reg_token',
+            'pos_embed',
+            'pre_norm.weight',
+            'patch_embed.projection.weight',
+            'layers.1.attn.qkv.weight',
+            'ln1.weight',
+        )
+    }
+    assert depths == {
+        **{name: (0, 4) for name in list(depths)[:6]},
+        'layers.1.attn.qkv.weight': (2, 4),
+        'ln1.weight': (3, 4),
+    }
+    # Under a classifier's prefix, and outside it (a head).
+    assert model.get_layer_depth('backbone.reg_token', 'backbone.') == (0, 4)
+    assert model.get_layer_depth('head.fc.weight', 'backbone.') == (3, 4)

@@ -248,6 +248,17 @@ class LinearVisionTransformer(VisionTransformer):
             return x[:, 0], x[:, 1]
         return super()._format_output(x, hw_shape)
 
+    def get_layer_depth(self, param_name: str, prefix: str = ''):
+        """mmpretrain's layer-wise depth (for learning-rate decay), with
+        every token before the patches (class, distillation, registers) and
+        the pre-norm in the stem, depth 0, as the class token is."""
+        name = param_name[len(prefix) :]
+        if param_name.startswith(prefix) and (
+            name in ('dist_token', 'reg_token') or name.startswith('pre_norm.')
+        ):
+            return 0, self.num_layers + 2
+        return super().get_layer_depth(param_name, prefix)
+
     def train(self, mode: bool = True) -> 'LinearVisionTransformer':
         """Set the training mode; frozen stages (``frozen_stages``) stay in
         eval mode, so their dropout and drop path stay off."""
