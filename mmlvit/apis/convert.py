@@ -111,10 +111,10 @@ def dataset_classes(dataset: str, data_root: str | None) -> int | None:
     return len(image_folder_classes(data_root))
 
 
-def _data_text(data_root: str | None, num_classes: int | None) -> str:
-    """Config lines pointing every loader at ``data_root`` and setting the
-    classes and the top-k metric they allow (empty when neither is
-    given)."""
+def _data_text(data_root, num_classes, input_norm) -> str:
+    """Config lines pointing every loader at ``data_root``, setting the
+    classes and the top-k metric they allow, and the family's input
+    normalisation (``mean``, ``std``; empty when none is given)."""
     lines = []
     if data_root is not None:
         lines.append(f'data_root = {data_root!r}')
@@ -122,12 +122,15 @@ def _data_text(data_root: str | None, num_classes: int | None) -> str:
             lines.append(
                 f'{split}_dataloader = dict(dataset=dict(data_root=data_root))'
             )
+    preprocessor = dict(input_norm or {})
     if num_classes is not None:
-        lines.append(f'data_preprocessor = dict(num_classes={num_classes})')
+        preprocessor['num_classes'] = num_classes
         # Top-5 accuracy needs five classes or more.
         topk = (1, 5) if num_classes >= 5 else (1,)
         lines.append(f"val_evaluator = dict(type='Accuracy', topk={topk})")
         lines.append('test_evaluator = val_evaluator')
+    if preprocessor:
+        lines.append(f'data_preprocessor = {_literal(preprocessor)}')
     return '\n'.join(lines) + '\n' if lines else ''
 
 
@@ -202,9 +205,8 @@ def student_config_text(
     teacher_backbone = dict(shape)
     family = arch.backbone_options()
     if family:
-        # The family's parts (layer scale, distillation token, pre-norm):
-        # the teacher is the project's backbone with softmax attention,
-        # which computes the source model's function.
+        # The teacher: the project's backbone with softmax attention and
+        # the family's parts computes the source model's function.
         shape.update(family)
         teacher_backbone = dict(
             shape,
@@ -229,15 +231,10 @@ def student_config_text(
         ),
     )
     if arch.neck is not None:
-        # The pooling of a model without a class token (SigLIP's MAP or
-        # GAP), the same in both.
+        # SigLIP's pooling (MAP or GAP), the same in both; the recipe has
+        # no neck (None) to merge into.
         for net in ('student', 'teacher'):
-            # The recipe has no neck (None) to merge into.
             model[net]['neck'] = dict(_delete_=True, **arch.neck)
-        if not arch.num_classes:
-            # The file has no classifier to give the teacher; distillation
-            # reads its blocks only.
-            model['teacher']['head'] = None
     if num_classes is not None:
         model['student']['head']['num_classes'] = num_classes
     hooks = [dict(type='SoftmaxToLinearInitHook', setting=setting.name)]
@@ -254,7 +251,7 @@ def student_config_text(
         'again.\n'
         f'custom_hooks = {_literal(hooks)}\n'
         f'load_from = {student!r}\n'
-    ) + _data_text(data_root, num_classes)
+    ) + _data_text(data_root, num_classes, arch.input_norm)
 
 
 def convert_to_student(

@@ -21,7 +21,12 @@ import torch
 from mmpretrain.models.backbones import VisionTransformer
 
 from .errors import TransferError
-from .family_defaults import FAMILY_NORM_EPS, FAMILY_ROPE, default_num_heads
+from .family_defaults import (
+    FAMILY_INPUT_NORM,
+    FAMILY_NORM_EPS,
+    FAMILY_ROPE,
+    default_num_heads,
+)
 
 # mmpretrain's zoo names for the standard shapes, preferred in configs.
 ZOO_NAMES = ('deit-tiny', 'deit-small', 'deit-base', 'large', 'huge')
@@ -29,8 +34,7 @@ _BLOCK = re.compile(r'backbone\.layers\.(\d+)\.')
 _PATCH = 'backbone.patch_embed.projection.weight'
 _FFN = 'backbone.layers.0.ffn.layers.0.0.weight'
 _SWIGLU = 'backbone.layers.0.ffn.w12.weight'
-_HEAD = 'head.layers.head.weight'
-_POOL_FFN = 'neck.mlp.fc1.weight'
+_HEAD, _POOL_FFN = 'head.layers.head.weight', 'neck.mlp.fc1.weight'
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class ViTArch:
         abs_pos_embed (bool): A learned position table; False: rotary
             positions only (DINOv3).
         norm_eps (float): The LayerNorms' eps.
+        input_norm (dict, optional): The family's input mean and std.
     """
 
     embed_dims: int
@@ -94,19 +99,16 @@ class ViTArch:
     qkv_bias: bool = True
     abs_pos_embed: bool = True
     norm_eps: float = 1e-6
+    input_norm: dict | None = None
 
     def backbone_options(self) -> dict:
         """What ``LinearVisionTransformer`` needs beyond the shape to
-        compute this family's function (empty for a plain ViT/DeiT):
-        ``layer_scale_init_value`` (any positive value: the copy sets the
-        scales), ``with_dist_token``, ``pre_norm`` with CLIP's QuickGELU and
-        LayerNorm eps 1e-5, ``patch_cfg`` without bias,
-        ``num_register_tokens``, ``layer_cfgs`` with a SwiGLU ``ffn_type``,
-        average pooling, ``rope_cfg`` (and ``pos_embed_type='none'``
-        without a position table), ``qkv_bias=False``, the family's
-        LayerNorm eps, no class token and the ``out_type``
-        the pooling neck reads (``'raw'`` for MAP, ``'featmap'`` for GAP;
-        see :attr:`neck`)."""
+        compute this family's function (empty for a plain ViT/DeiT): layer
+        scales (any positive init: the copy sets them), the tokens, CLIP's
+        pre-norm with QuickGELU and LN eps 1e-5, the patch and qkv biases,
+        the LN eps, a SwiGLU ``ffn_type``, ``rope_cfg`` (with
+        ``pos_embed_type='none'`` without a position table) and the pooling
+        (``out_type``, see :attr:`neck`)."""
         options = {}
         if self.layer_scale:
             options['layer_scale_init_value'] = 1e-5
@@ -162,9 +164,7 @@ class ViTArch:
         """The classifier head: ``'DeiTClsHead'`` (mean of the class and
         distillation heads) with a distillation token, else
         ``'VisionTransformerClsHead'``."""
-        if self.dist_token:
-            return 'DeiTClsHead'
-        return 'VisionTransformerClsHead'
+        return 'DeiTClsHead' if self.dist_token else 'VisionTransformerClsHead'
 
     @property
     def arch(self) -> str | dict:
@@ -323,6 +323,7 @@ def infer_vit_arch(
         qkv_bias='backbone.layers.0.attn.qkv.bias' in state_dict,
         abs_pos_embed=pos_embed is not None or family not in FAMILY_ROPE,
         norm_eps=FAMILY_NORM_EPS.get(family, 1e-6),
+        input_norm=FAMILY_INPUT_NORM.get(family),
     )
 
 

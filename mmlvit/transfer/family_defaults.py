@@ -9,7 +9,9 @@ EVA-02's are scaled to the 16 x 16 grid every release was pre-trained on
 (224 px, patch 14); DINOv3's use period base 100 and patch centres
 normalised to [-1, 1] per axis (timm's ``RotaryEmbeddingDinoV3`` at eval;
 the coordinate shift, jitter and rescale are training-only). The
-LayerNorm eps: DINOv3's is 1e-5 (the backbone's default is 1e-6).
+LayerNorm eps: DINOv3's is 1e-5 (the backbone's default is 1e-6). The
+input normalisation of the families not trained on ImageNet's statistics:
+OpenAI CLIP's for CLIP and EVA-02, 0.5 for SigLIP.
 """
 
 # Width -> heads of the standard ViT zoo and SigLIP's So400m (1152 / 64 would
@@ -21,6 +23,15 @@ EVA02_ROPE = dict(type='eva02', ref_feat_shape=(16, 16))
 DINOV3_ROPE = dict(type='dinov3', temperature=100)
 FAMILY_ROPE = {'eva02': EVA02_ROPE, 'dinov3': DINOV3_ROPE}
 FAMILY_NORM_EPS = {'dinov3': 1e-5}
+# mean and std of RGB on 0-255, as a data preprocessor takes them.
+_CLIP_INPUT = dict(
+    mean=[122.771, 116.746, 104.094], std=[68.501, 66.632, 70.323]
+)
+FAMILY_INPUT_NORM = {
+    'clip': _CLIP_INPUT,
+    'eva02': _CLIP_INPUT,
+    'siglip': dict(mean=[127.5] * 3, std=[127.5] * 3),
+}
 
 
 def default_num_heads(embed_dims: int, family: str | None = None):

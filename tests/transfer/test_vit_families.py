@@ -164,6 +164,10 @@ def test_convert_writes_the_family_config(family, tmp_path):
         backbone = config.model[net].backbone
         assert {k: backbone[k] for k in options} == options, net
     assert config.model.teacher.backbone.attn_cfg.type == 'SoftmaxAttention'
+    # The teacher sees inputs normalised as it was trained: OpenAI CLIP's
+    # statistics for CLIP, the recipe's ImageNet ones for the DeiTs.
+    mean = [122.771, 116.746, 104.094] if family == 'clip' else [123.675]
+    assert config.data_preprocessor.mean[: len(mean)] == mean
     head = (
         'DeiTClsHead'
         if family == 'deit-distilled'
