@@ -30,7 +30,7 @@ def logit_kl(teacher_log_probs: Tensor, student_logits: Tensor) -> float:
 def softmax_block(student_attn: nn.Module, teacher_attn: nn.Module):
     """A ``SoftmaxAttention`` for one student block: the student module's
     shape, the teacher block's ``qkv`` and ``proj`` weights, the student
-    block's layer scale (``gamma1``)."""
+    block's layer scale (``gamma1``) and token layout."""
     bias = student_attn.qkv.bias is not None
     block = MODELS.build(
         dict(
@@ -47,6 +47,7 @@ def softmax_block(student_attn: nn.Module, teacher_attn: nn.Module):
     }
     block.load_state_dict(weights)
     block.gamma1 = student_attn.gamma1
+    block.prefix_tokens = student_attn.prefix_tokens
     return block.to(student_attn.qkv.weight.device).eval()
 
 

@@ -214,11 +214,13 @@ def test_class_token_is_rejected(type_):
     if type_ == 'MHLAttention':
         with pytest.raises(ValueError, match='with_cls_token=False'):
             attn.attention_map(x, (4, 4))
-    # Class and register tokens: refused the same way.
+    # Class and register tokens (as a backbone would declare them): refused
+    # the same way.
+    attn.prefix_tokens = 3
     with pytest.raises(ValueError, match='got 3 tokens before the patches'):
         attn(tokens((4, 4), extra=3, dtype=torch.float32), (4, 4))
-    with pytest.raises(ValueError, match='expected the 16 patches after'):
-        attn(tokens((4, 4), extra=19, dtype=torch.float32), (4, 4))
+    with pytest.raises(ValueError, match='expected the 16 patches after 3'):
+        attn(tokens((4, 4), extra=4, dtype=torch.float32), (4, 4))
 
 
 @pytest.mark.parametrize('type_', ['MHLAttention', 'TTTAttention'])

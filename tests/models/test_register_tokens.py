@@ -97,10 +97,18 @@ def test_bad_register_configurations_are_refused():
         )
     with pytest.raises(ValueError, match='integer from 0 to 16, got 17'):
         backbone(num_register_tokens=17)
-    attn = SoftmaxAttention(64, 2)
-    with pytest.raises(ValueError, match=r'0 to 18 tokens .*up to 16 reg'):
-        attn(torch.randn(1, 16 + 19, 64), (4, 4))
-    assert attn(torch.randn(1, 16 + 18, 64), (4, 4)).shape == (1, 34, 64)
+    # A backbone's operators expect exactly its prefix tokens: one more or
+    # one less does not fit the grid.
+    model = backbone(num_register_tokens=4)
+    attn = model.layers[0].attn
+    assert attn.prefix_tokens == 5
+    assert attn(torch.randn(1, 16 + 5, 64), (4, 4)).shape == (1, 21, 64)
+    for extra in (4, 6):
+        with pytest.raises(ValueError, match='16 patches after 5 tokens'):
+            attn(torch.randn(1, 16 + extra, 64), (4, 4))
+    # Alone, an operator takes a class and a distillation token at most.
+    with pytest.raises(ValueError, match='after 0 or 1 or 2 tokens'):
+        SoftmaxAttention(64, 2)(torch.randn(1, 16 + 3, 64), (4, 4))
 
 
 def test_another_input_size_resizes_the_positions_of_non_registers():

@@ -7,9 +7,6 @@ from torch import Tensor
 
 from mmlvit.ops.common.heads import split_qkv
 
-# A class token, a distillation token and up to 16 registers.
-MAX_PREFIX_TOKENS = 18
-
 
 class BaseAttention(BaseModule):
     """Multi-head token mixing with softmax-compatible parameter names.
@@ -54,6 +51,11 @@ class BaseAttention(BaseModule):
             ``rope`` tables (:class:`~mmlvit.ops.common.rope.RopeTables`)
             and :meth:`mix_tokens` accepts them as ``rope=``. A backbone
             with ``rope_cfg`` refuses an operator without it.
+
+    Instance attribute ``prefix_tokens`` (int, optional): how many tokens
+    precede the patches (class, distillation, registers); the backbone
+    that builds the operator sets it, so a token count that does not fit
+    the grid is refused. Unset (None): 0, 1 or 2.
     """
 
     short_name = None
@@ -63,6 +65,7 @@ class BaseAttention(BaseModule):
     output_is_map_times_values = False
     drops_attention_map = False
     supports_rope = False
+    prefix_tokens = None
 
     def __init__(
         self,
@@ -139,18 +142,21 @@ class BaseAttention(BaseModule):
         distillation token, registers) precede the H*W patches.
 
         Raises:
-            ValueError: ``num_tokens`` is not H*W plus 0 to
-                :data:`MAX_PREFIX_TOKENS`, or there are tokens before the
+            ValueError: ``num_tokens`` is not H*W plus ``prefix_tokens``
+                (0, 1 or 2 when unset), or there are tokens before the
                 patches and the operator mixes patches only.
         """
         H, W = hw_shape
         extra = num_tokens - H * W
-        if not 0 <= extra <= MAX_PREFIX_TOKENS:
+        allowed = (
+            (0, 1, 2) if self.prefix_tokens is None else (self.prefix_tokens,)
+        )
+        if extra not in allowed:
+            counts = ' or '.join(str(H * W + p) for p in allowed)
             raise ValueError(
                 f'Got {num_tokens} tokens for a {H}x{W} patch grid; expected '
-                f'the {H * W} patches after 0 to {MAX_PREFIX_TOKENS} tokens '
-                '(a class token, a distillation token, up to 16 registers), '
-                f'i.e. {H * W} to {H * W + MAX_PREFIX_TOKENS} tokens.'
+                f'the {H * W} patches after {" or ".join(map(str, allowed))} '
+                f'tokens (class, distillation, registers), i.e. {counts}.'
             )
         if extra and self.patch_tokens_only:
             raise ValueError(

@@ -201,6 +201,7 @@ class LinearVisionTransformer(VisionTransformer):
             )
             layer_cfg.update(layer_cfgs[i])
             self.layers.append(LinearTransformerEncoderLayer(**layer_cfg))
+            self.layers[-1].attn.prefix_tokens = self.num_extra_tokens
 
         self.rope = None
         if rope_cfg is not None:
