@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+from process_memory import release_memory
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 FASHION_MNIST = osp.join(REPO_ROOT, 'data', 'fashion_mnist')
@@ -94,6 +95,14 @@ def default_scope_as_the_session_began():
     yield
     DefaultScope._instance_dict.clear()
     DefaultScope._instance_dict.update(instances)
+
+
+@pytest.fixture(autouse=True)
+def free_built_models():
+    """Models left by a test are freed before the next one starts
+    (tests/process_memory.py says why they would not be)."""
+    yield
+    release_memory()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -14,6 +14,7 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from mmpretrain.registry import MODELS, TRANSFORMS
+from process_memory import release_memory
 
 from mmlvit.checkpoint import load_checkpoint_file
 
@@ -221,6 +222,8 @@ def test_every_model_builds(teacher_checkpoint, tmp_path):
             model.backbone.init_cfg['checkpoint'] = str(student_file)
         model.init_weights()
         assert sum(p.numel() for p in model.parameters()) > 0, path
+        del model
+        release_memory()
     assert len(built) >= 10
 
 
