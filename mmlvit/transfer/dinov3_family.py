@@ -1,4 +1,4 @@
-"""DINOv3 (arXiv:2508.10104) files: detection, checks, and the block keys.
+"""DINOv3 (arXiv:2508.10104) files: detection, checks and Meta's layout.
 
 timm's layout (its ``Eva`` with ``rope_type='dinov3'``; width C, R
 registers, SwiGLU hidden width H):
@@ -15,7 +15,7 @@ registers, SwiGLU hidden width H):
 - an MLP ``mlp.fc1`` / ``fc2`` (GELU), or a SwiGLU ``mlp.fc1_g``,
   ``mlp.fc1_x`` (H, C) and ``mlp.fc2`` (C, H) (S+, H+, 7B), rewritten as
   ``mlp.w12`` = [fc1_g | fc1_x] (2H, C) and ``mlp.w3``, the names of
-  mmpretrain's ``SwiGLUFFN``;
+  mmpretrain's ``SwiGLUFFN`` (the blocks: :mod:`.eva_blocks`);
 - a final ``norm`` (LayerNorm eps 1e-5), no ``fc_norm``.
 
 Meta's own layout (:func:`meta_to_timm`) is renamed to timm's first:
@@ -37,7 +37,6 @@ import torch
 from mmlvit.checkpoint import CheckpointError
 
 from .dinov2_family import check_register_shape
-from .errors import preview_keys
 
 META_LAYOUT = re.compile(r'^storage_tokens$|^rope_embed\.|\.bias_mask$')
 _META_PRETRAINING = re.compile(r'^(mask_token|local_cls_norm\.|projectors\.)')
@@ -48,9 +47,6 @@ _META_MLP = {
 }
 ROPE_BASE = 100.0
 _LAYER_SCALE = re.compile(r'blocks\.\d+\.(gamma_[12]|ls[12]\.gamma)$')
-_SWIGLU = ('fc1_g', 'fc1_x', 'fc2')
-_KINDS = ('weight', 'bias')
-_BLOCK = re.compile(r'blocks\.(\d+)\.(attn\.(q_bias|v_bias)|mlp\.fc1_[gx]\.)')
 
 
 def is_dinov3(weights: Mapping) -> bool:
@@ -85,67 +81,6 @@ def check_dinov3(weights: Mapping, name: str) -> None:
             'Check that the file is a complete DINOv3 checkpoint.'
         )
     check_register_shape(weights, name)
-
-
-def dinov3_to_vit_blocks(weights: Mapping, name: str) -> dict:
-    """Rewrite the q/v biases and SwiGLU MLPs of every block (see the
-    module docstring); other keys pass unchanged.
-
-    Raises:
-        CheckpointError: A block has q_bias without v_bias (or the other
-            way round), fc1_g without fc1_x, or a tensor of the wrong size.
-    """
-    out = dict(weights)
-    blocks = sorted({int(m.group(1)) for m in map(_BLOCK.match, out) if m})
-    for i in blocks:
-        prefix = f'blocks.{i}.'
-        if f'{prefix}attn.q_bias' in out or f'{prefix}attn.v_bias' in out:
-            q, v = _take(out, prefix, ('attn.q_bias', 'attn.v_bias'), name)
-            width = out[f'{prefix}attn.qkv.weight'].shape[1]
-            _check_shapes(
-                name, prefix, {'attn.q_bias': q, 'attn.v_bias': v}, (width,)
-            )
-            out[f'{prefix}attn.qkv.bias'] = torch.cat(
-                [q, torch.zeros_like(q), v]
-            )
-        if any(k.startswith(f'{prefix}mlp.fc1_') for k in out):
-            names = [f'mlp.{m}.{t}' for m in _SWIGLU for t in _KINDS]
-            gate, gate_bias, x, x_bias, w3, w3_bias = _take(
-                out, prefix, names, name
-            )
-            _check_shapes(name, prefix, {'mlp.fc1_x.weight': x}, gate.shape)
-            hidden = (w3.shape[0], gate.shape[0])
-            _check_shapes(name, prefix, {'mlp.fc2.weight': w3}, hidden)
-            out[f'{prefix}mlp.w12.weight'] = torch.cat([gate, x])
-            out[f'{prefix}mlp.w12.bias'] = torch.cat([gate_bias, x_bias])
-            out[f'{prefix}mlp.w3.weight'] = w3
-            out[f'{prefix}mlp.w3.bias'] = w3_bias
-    return out
-
-
-def _take(weights, prefix, keys, name):
-    missing = [prefix + k for k in keys if prefix + k not in weights]
-    if missing:
-        present = [prefix + k for k in keys if prefix + k in weights]
-        raise CheckpointError(
-            f'{name} resembles DINOv3 but only partly: block {prefix[:-1]} '
-            f'has {preview_keys(present, 4)} and is missing '
-            f'{preview_keys(missing, 4)}. Check that the file is complete.'
-        )
-    return [weights.pop(prefix + k) for k in keys]
-
-
-def _check_shapes(name, prefix, tensors, shape):
-    wrong = [
-        f'{prefix}{key} {tuple(t.shape)}'
-        for key, t in tensors.items()
-        if tuple(t.shape) != tuple(shape)
-    ]
-    if wrong:
-        raise CheckpointError(
-            f'{name}: {", ".join(wrong)} should be {tuple(shape)} like the '
-            'rest of its block. The file is damaged or mixes two models.'
-        )
 
 
 def meta_to_timm(weights: Mapping, name: str) -> dict:

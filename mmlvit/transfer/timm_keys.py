@@ -9,11 +9,11 @@ attn.qkv, attn.proj, ln2, ffn.layers.0.0, ffn.layers.1}.*``,
 -> ``backbone.layers.N.attn.gamma1.weight``/``ffn.gamma2.weight``,
 ``dist_token`` (1, 1, C) -> ``backbone.dist_token``, ``head_dist.*`` ->
 ``head.layers.head_dist.*``, ``norm_pre.*`` -> ``backbone.pre_norm.*``,
-EVA-02's SwiGLU ``blocks.N.mlp.{w12,w3,norm}.*`` (:mod:`.eva02`) ->
+EVA-02's SwiGLU ``blocks.N.mlp.{w12,w3,norm}.*`` (:mod:`.eva_blocks`) ->
 ``backbone.layers.N.ffn.{w12,w3,norm}.*``, DINOv2's ``reg_token`` (1, R, C)
 -> ``backbone.reg_token`` and its packed SwiGLU ``mlp.fc1``/``fc2`` ->
 ``backbone.layers.N.ffn.w12``/``w3``, DINOv3's ``gamma_1``/``gamma_2``,
-``reg_token``, q/v biases and SwiGLU (:mod:`.dinov3_family`) as above,
+``reg_token``, q/v biases and SwiGLU (:mod:`.eva_blocks`) as above,
 SigLIP's ``attn_pool.*`` ->
 ``neck.*`` (``AttentionPoolingNeck``: ``latent`` (1, L, C), ``q``, ``kv``,
 ``proj``, ``norm``, ``mlp.fc1``, ``mlp.fc2``).
@@ -28,10 +28,15 @@ import torch
 from mmlvit.checkpoint import CheckpointError
 
 from .dinov2_family import pack_swiglu, resample_position_table
-from .dinov3_family import dinov3_to_vit_blocks, meta_to_timm
+from .dinov3_family import meta_to_timm
 from .errors import preview_keys
-from .eva02 import eva02_to_vit_blocks
-from .vit_families import ATTN_POOL_KEYS, SUPPORTED, identify_family
+from .eva_blocks import eva_to_vit_blocks
+from .vit_families import (
+    ATTN_POOL_KEYS,
+    FAMILIES,
+    SUPPORTED,
+    identify_family,
+)
 
 _TOP_LEVEL = {
     'cls_token': 'backbone.cls_token',
@@ -104,10 +109,9 @@ def convert_timm(weights, name, format, img_size=None):
     """
     weights = meta_to_timm(weights, name)  # DINOv3 in Meta's layout
     family = identify_family(weights, name, format)
-    if family == 'eva02':
-        weights = eva02_to_vit_blocks(weights, name)
-    elif family == 'dinov3':
-        weights = dinov3_to_vit_blocks(weights, name)
+    if family in ('eva02', 'dinov3'):
+        title = FAMILIES[family].title
+        weights = eva_to_vit_blocks(weights, name, title, family == 'eva02')
     converted, dropped, unknown = OrderedDict(), [], []
     # What the weights cannot show (EVA-02's rotary positions) follows
     # the family; an attribute survives torch.save like ``_metadata``.

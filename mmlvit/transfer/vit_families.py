@@ -14,7 +14,7 @@ arXiv:2010.11929 / 2012.12877, each visible in the keys:
   ``attn.v_bias``) or separate ``attn.q_proj/k_proj/v_proj``, a SwiGLU MLP
   (packed ``mlp.fc1`` of twice the hidden width, or ``mlp.fc1_g``,
   ``mlp.fc1_x`` and a hidden ``mlp.norm``) and rotary positions (no
-  weights), see :mod:`.eva02`;
+  weights), see :mod:`.eva_blocks`;
 - DINOv2 (arXiv:2304.07193, with registers arXiv:2309.16588): 14-px patches,
   layer scale in every block, optionally register tokens (``reg_token``)
   and, for ViT-g, a SwiGLU MLP packed into ``mlp.fc1`` (2H, C);
@@ -47,7 +47,7 @@ from mmlvit.checkpoint import CheckpointError
 from .dinov2_family import check_dinov2, is_dinov2
 from .dinov3_family import check_dinov3, is_dinov3, meta_to_timm
 from .errors import preview_keys
-from .eva02 import SIGNATURE as EVA02_SIGNATURE
+from .eva_blocks import EVA02_SIGNATURE
 
 
 @dataclass(frozen=True)
