@@ -1,4 +1,4 @@
-"""DINOv2 files the readers refuse: truncated, a partial match (a
+"""DINOv2 files the readers refuse: a partial match (a
 reg_token of the wrong width, layer scale in some blocks only, registers
 without a class token or layer scale, a SwiGLU MLP in some blocks only),
 another family than the one named (DINOv3 too). Each error names the problem
@@ -7,22 +7,13 @@ and the fix."""
 import pytest
 import torch
 from tiny_vit import perturbed_timm_model
-from vit_families import DINOV2_TINY, dinov2_model, read, save_family
+from vit_families import DINOV2_TINY, dinov2_model, read
 
 from mmlvit.checkpoint import CheckpointError
 
 
 def dinov2_state(layout='reg4'):
     return dict(dinov2_model(layout).state_dict())
-
-
-def test_a_truncated_file_is_refused(tmp_path):
-    path = tmp_path / 'dinov2.pth'
-    torch.save(dinov2_model('reg4').state_dict(), path)
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match='dinov2.pth'):
-        read(path, 'dinov2')
 
 
 @pytest.mark.parametrize(
@@ -75,16 +66,6 @@ def test_swiglu_in_some_blocks_only_is_refused():
         r'\[.1.\]',
     ):
         read(state)
-
-
-def test_another_family_named_dinov2_is_refused(tmp_path):
-    path = save_family('deit3', tmp_path / 'deit3.pth')
-    with pytest.raises(
-        CheckpointError,
-        match=r'not a DINOv2 checkpoint: expected 14-px patches.*'
-        r"resembles DeiT III: pass format='deit3'",
-    ):
-        read(path, 'dinov2')
 
 
 def test_dinov3_read_as_dinov2_names_dinov3(tmp_path):

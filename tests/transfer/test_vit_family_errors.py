@@ -1,5 +1,6 @@
 """Files the family readers refuse: another family than the one named, a
-partial match, a family the backbone cannot express yet, a wrong size.
+partial match, a family the backbone cannot express yet, a wrong size, a
+truncated file of each family.
 Each error names the family the file resembles, the keys that do not fit
 and what is missing."""
 
@@ -35,6 +36,12 @@ from mmlvit.models.distillers.teacher import load_teacher_weights
             r'attn_pool.*cls_token should be absent.*resembles DeiT III',
         ),
         ('siglip', 'clip', r"not a CLIP.*resembles SigLIP.*'siglip'"),
+        (
+            'deit3',
+            'dinov2',
+            r'not a DINOv2 checkpoint: expected 14-px patches.*'
+            r"resembles DeiT III: pass format='deit3'",
+        ),
     ],
 )
 def test_a_file_of_another_family_names_what_it_resembles(
@@ -175,9 +182,13 @@ def test_a_wrong_width_latent_is_refused():
         read(state)
 
 
-def test_a_truncated_siglip_file_is_refused(tmp_path):
-    path = save_family('siglip', tmp_path / 'siglip.pth')
+@pytest.mark.parametrize(
+    'family',
+    ['deit3', 'deit-distilled', 'clip', 'eva02', 'dinov2', 'dinov3', 'siglip'],
+)
+def test_a_truncated_file_is_refused(family, tmp_path):
+    path = save_family(family, tmp_path / f'{family}.pth')
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match='siglip.pth'):
-        read(path, 'siglip')
+    with pytest.raises(CheckpointError, match=f'{family}.pth'):
+        read(path, family)
