@@ -58,15 +58,15 @@ class ViTArch:
         ffn_type (str): ``'origin'`` (MLP), ``'swiglu'`` or
             ``'swiglu_norm'`` (EVA-02's hidden LayerNorm), see
             ``LinearTransformerEncoderLayer``.
-        avg_pool (bool): Average-pooled patches with a norm after the
-            pooling (timm's ``fc_norm``) and no final norm.
         rope (dict, optional): The backbone's ``rope_cfg`` (EVA-02,
             DINOv3).
         num_register_tokens (int): DINOv2's registers.
-        pooling (str, optional): How a model without a class token pools:
-            ``'map'`` (an attention-pooling neck, SigLIP), ``'avg'`` (the
-            mean of the patch tokens after the final norm, SigLIP's GAP
-            variant); None: mmpretrain's own (the class token, else
+        pooling (str, optional): How the model pools: ``'map'`` (an
+            attention-pooling neck, SigLIP), ``'avg'`` (the mean of the
+            patch tokens after the final norm, SigLIP's GAP variant, no
+            class token), ``'avg_fc_norm'`` (the mean of the patch tokens,
+            then a norm, timm's ``fc_norm``, and no final norm; EVA-02);
+            None: mmpretrain's own (the class token, else
             ``avg_featmap``).
         pool_feedforward_channels (int, optional): The MLP width of the
             attention-pooling neck.
@@ -91,7 +91,6 @@ class ViTArch:
     pre_norm: bool = False
     patch_bias: bool = True
     ffn_type: str = 'origin'
-    avg_pool: bool = False
     rope: dict | None = None
     num_register_tokens: int = 0
     pooling: str | None = None
@@ -132,13 +131,13 @@ class ViTArch:
         if self.ffn_type != 'origin':
             layer_cfgs = options.setdefault('layer_cfgs', {})
             layer_cfgs['ffn_type'] = self.ffn_type
-        if self.avg_pool:
-            options.update(out_type='avg_featmap', final_norm=False)
         if self.rope is not None:
             options['rope_cfg'] = dict(self.rope)
         if self.num_register_tokens:
             options['num_register_tokens'] = self.num_register_tokens
-        if self.pooling is not None:
+        if self.pooling == 'avg_fc_norm':
+            options.update(out_type='avg_featmap', final_norm=False)
+        elif self.pooling is not None:
             out_type = 'raw' if self.pooling == 'map' else 'featmap'
             options.update(with_cls_token=False, out_type=out_type)
         return options
@@ -212,7 +211,7 @@ class ViTArch:
                 (self.pre_norm, 'pre-norm (CLIP: QuickGELU, LN eps 1e-5)'),
                 (not self.patch_bias, 'no patch bias'),
                 (self.ffn_type != 'origin', f'{self.ffn_type} MLP'),
-                (self.avg_pool, 'average pooling'),
+                (self.pooling == 'avg_fc_norm', 'average pooling'),
                 (self.rope is not None, 'rotary positions'),
                 (
                     self.num_register_tokens,
@@ -308,8 +307,6 @@ def infer_vit_arch(
         pre_norm='backbone.pre_norm.weight' in state_dict,
         patch_bias='backbone.patch_embed.projection.bias' in state_dict,
         ffn_type=_ffn_type(state_dict, ffn),
-        avg_pool='backbone.ln2.weight' in state_dict
-        and 'backbone.ln1.weight' not in state_dict,
         rope=FAMILY_ROPE.get(family),
         num_register_tokens=(
             state_dict['backbone.reg_token'].shape[1]
@@ -336,15 +333,15 @@ def _ffn_type(state_dict, ffn):
 
 
 def _pooling(state_dict, with_cls_token):
-    """'map' with an attention-pooling neck; 'avg' without a class token
-    when the final norm comes before the mean (no norm after it); else
-    None."""
+    """'map' with an attention-pooling neck; 'avg_fc_norm' with a norm
+    after the mean and none before it; 'avg' without a class token when
+    the final norm comes before the mean; else None."""
+    final_norm = 'backbone.ln1.weight' in state_dict
+    fc_norm = 'backbone.ln2.weight' in state_dict
     if 'neck.latent' in state_dict:
         return 'map'
-    if (
-        not with_cls_token
-        and 'backbone.ln1.weight' in state_dict
-        and 'backbone.ln2.weight' not in state_dict
-    ):
+    if fc_norm and not final_norm:
+        return 'avg_fc_norm'
+    if not with_cls_token and final_norm and not fc_norm:
         return 'avg'
     return None
