@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from .token_layout import attention_class
+from .token_layout import patch_only_operators
 
 # A class token, a distillation token and up to this many registers.
 MAX_REGISTER_TOKENS = 16
@@ -32,11 +32,7 @@ def add_register_tokens(backbone: nn.Module, attn_cfgs: list) -> nn.Parameter:
         )
     if not count:
         return None
-    patch_only = [
-        attention_class(cfg['type']).__name__
-        for cfg in attn_cfgs
-        if attention_class(cfg['type']).patch_tokens_only
-    ]
+    patch_only = patch_only_operators(attn_cfgs)
     if patch_only:
         raise ValueError(
             f'{patch_only[0]} mixes patch tokens only and takes no register '

@@ -19,12 +19,11 @@ def attention_class(attn_type):
     return cls
 
 
-def token_layout(attn_cfg, with_cls_token, out_type, pos_embed_type):
-    """Fill in the class token, output type and position embedding the
-    operators imply (see :class:`LinearVisionTransformer`); explicit values
-    win unless they contradict an operator."""
+def patch_only_operators(attn_cfg):
+    """Names of the operators in ``attn_cfg`` (one dict or one per layer)
+    that mix patch tokens only (no token before the patches)."""
     cfgs = attn_cfg if isinstance(attn_cfg, (list, tuple)) else [attn_cfg]
-    patch_only = [
+    return [
         cls.__name__
         for cls in (
             attention_class(cfg['type'])
@@ -33,6 +32,13 @@ def token_layout(attn_cfg, with_cls_token, out_type, pos_embed_type):
         )
         if cls.patch_tokens_only
     ]
+
+
+def token_layout(attn_cfg, with_cls_token, out_type, pos_embed_type):
+    """Fill in the class token, output type and position embedding the
+    operators imply (see :class:`LinearVisionTransformer`); explicit values
+    win unless they contradict an operator."""
+    patch_only = patch_only_operators(attn_cfg)
     if with_cls_token is None:
         with_cls_token = not patch_only
     elif with_cls_token and patch_only:
