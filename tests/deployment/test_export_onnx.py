@@ -25,10 +25,10 @@ OPERATORS = [
 ]
 
 
-def tiny_classifier(attn_cfg, img_size=32, seed=0):
+def tiny_classifier(attn_cfg, img_size=32, seed=0, **backbone_options):
     """A 1-channel ViT with 4 px patches (an 8 x 8 grid), width 16, one
     layer per entry of ``attn_cfg``, weights drawn large enough that the
-    scores are far from uniform."""
+    scores are far from uniform; ``backbone_options`` go to the backbone."""
     arch = dict(
         embed_dims=16,
         num_layers=len(attn_cfg),
@@ -42,6 +42,7 @@ def tiny_classifier(attn_cfg, img_size=32, seed=0):
         type='LinearVisionTransformer',
         attn_cfg=attn_cfg,
         with_cls_token=False,
+        **backbone_options,
     )
     preprocessor = dict(mean=[72.9], std=[90.0])
     torch.manual_seed(seed)
@@ -69,6 +70,33 @@ def test_every_operator_matches_pytorch_with_a_dynamic_batch(tmp_path):
         scores = deployable(images)
     assert scores.max() > 0.5  # far from uniform: differences show
     assert compare_with_onnxruntime(deployable, path, images) < 1e-4
+
+
+@pytest.mark.parametrize(
+    'rope_cfg',
+    [dict(type='eva02', ref_feat_shape=(16, 16)), dict(type='dinov3')],
+)
+def test_rotary_positions_export_with_every_operator_that_takes_them(
+    rope_cfg, tmp_path
+):
+    """EVA-02's and DINOv3's rotary positions (converted families) in one
+    layer of each operator that supports them: scores within 1e-4 of
+    PyTorch's, which the rotation changes."""
+    names = [n for n in OPERATORS if registered_operators()[n].supports_rope]
+    assert len(names) >= 5
+    model = tiny_classifier(
+        [dict(type=name) for name in names], rope_cfg=rope_cfg
+    )
+    deployable = DeployableClassifier(model)
+    path = export_onnx(deployable, str(tmp_path / 'rope.onnx'), (1, 32, 32))
+    images = torch.rand(3, 1, 32, 32) * 255
+    assert compare_with_onnxruntime(deployable, path, images) < 1e-4
+    unrotated = DeployableClassifier(
+        tiny_classifier([dict(type=name) for name in names])
+    )
+    with torch.no_grad():
+        change = (deployable(images) - unrotated(images)).abs().max()
+    assert change > 1e-2
 
 
 def test_operators_under_test_are_the_shipped_ones():
