@@ -26,11 +26,13 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def tiny_backbone(operator):
+def tiny_backbone(operator, arch=TINY, **options):
     init_default_scope('mmpretrain')
     torch.manual_seed(0)
     # Layer 1 drops at 0.2: the branch compiles.
-    cfg = backbone_cfg(operator, TINY, in_channels=3, drop_path_rate=0.2)
+    cfg = backbone_cfg(
+        operator, arch, in_channels=3, drop_path_rate=0.2, **options
+    )
     return MODELS.build(cfg).double()
 
 
@@ -45,9 +47,7 @@ def outputs_and_grads(run, model, images):
     return out.detach(), grads
 
 
-@pytest.mark.parametrize('operator', sorted(registered_operators()))
-def test_fullgraph_compile_matches_eager(operator):
-    model = tiny_backbone(operator).train()
+def assert_compiled_matches_eager(model):
     images = torch.randn(2, 3, 32, 32, dtype=torch.float64)
     compiled = torch.compile(model, fullgraph=True)
     # Inductor draws drop-path masks with eager's generator.
@@ -61,3 +61,22 @@ def test_fullgraph_compile_matches_eager(operator):
         torch.testing.assert_close(
             grads[name], grad, rtol=1e-7, atol=1e-10 * scale, msg=name
         )
+
+
+@pytest.mark.parametrize('operator', sorted(registered_operators()))
+def test_fullgraph_compile_matches_eager(operator):
+    assert_compiled_matches_eager(tiny_backbone(operator).train())
+
+
+def test_fullgraph_compile_with_rotary_positions():
+    """DINOv3's rotary positions on q and k (GLA; softmax and InLine
+    share the rotation) and on the feature-mapped q and k (ReLU; ELU
+    shares it)."""
+    names = ['GatedLinearAttention', 'ReLULinearAttention']
+    model = tiny_backbone(
+        names[0],
+        arch=dict(TINY, num_layers=len(names)),
+        attn_cfg=[dict(type=name) for name in names],
+        rope_cfg=dict(type='dinov3'),
+    )
+    assert_compiled_matches_eager(model.train())
