@@ -8,8 +8,8 @@ the head. The heads follow the family (:mod:`.family_defaults`). The family's
 structure is read off its keys too (layer scales, tokens, pre-norm,
 SwiGLU, pooling, no qkv bias, no position table), and what they cannot
 show from the family the reader found (CLIP's QuickGELU, the rotary
-positions of EVA-02 and DINOv3, DINOv3's LayerNorm eps): see
-:attr:`ViTArch.backbone_options`.
+positions of EVA-02 and DINOv3, DINOv3's LayerNorm eps) or from a Runner's
+config (:mod:`.trained_config`): see :attr:`ViTArch.backbone_options`.
 """
 
 import math
@@ -264,6 +264,7 @@ def infer_vit_arch(
         {int(m.group(1)) for m in map(_BLOCK.match, state_dict) if m}
     )
     family = getattr(state_dict, 'family', None)
+    trained = getattr(state_dict, 'trained', {})  # meta.cfg's settings
     if num_heads is None:
         num_heads = default_num_heads(embed_dims, family)
         if num_heads is None:
@@ -307,7 +308,7 @@ def infer_vit_arch(
         pre_norm='backbone.pre_norm.weight' in state_dict,
         patch_bias='backbone.patch_embed.projection.bias' in state_dict,
         ffn_type=_ffn_type(state_dict, ffn),
-        rope=FAMILY_ROPE.get(family),
+        rope=trained.get('rope', FAMILY_ROPE.get(family)),
         num_register_tokens=(
             state_dict['backbone.reg_token'].shape[1]
             if 'backbone.reg_token' in state_dict
@@ -318,8 +319,10 @@ def infer_vit_arch(
             None if pool_ffn is None else pool_ffn.shape[0]
         ),
         qkv_bias='backbone.layers.0.attn.qkv.bias' in state_dict,
-        abs_pos_embed=pos_embed is not None or family not in FAMILY_ROPE,
-        norm_eps=FAMILY_NORM_EPS.get(family, 1e-6),
+        abs_pos_embed=trained.get(
+            'abs_pos_embed', pos_embed is not None or family not in FAMILY_ROPE
+        ),
+        norm_eps=trained.get('norm_eps', FAMILY_NORM_EPS.get(family, 1e-6)),
         input_norm=FAMILY_INPUT_NORM.get(family),
     )
 

@@ -25,6 +25,7 @@ from .errors import preview_keys
 from .openai_clip import looks_openai_clip, openai_clip_to_timm
 from .shipped import shipped_path
 from .timm_keys import PRETRAINING_ONLY, convert_timm
+from .trained_config import trained_backbone_settings
 from .vit_families import FAMILIES, identify_family
 
 FORMATS = (
@@ -112,6 +113,7 @@ def load_softmax_checkpoint(
         weights, dropped = openai_clip_to_timm(weights, name)
     if format == 'mmpretrain':
         state_dict, dropped = _select_mmpretrain(weights)
+        state_dict.trained = trained_backbone_settings(ckpt, name)
     else:
         as_format = 'clip' if format == 'openai-clip' else format
         state_dict, pretraining, family = convert_timm(
