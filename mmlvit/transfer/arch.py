@@ -129,8 +129,7 @@ class ViTArch:
             # mmpretrain drops the patch bias exactly with pre_norm.
             options['patch_cfg'] = dict(bias=self.patch_bias)
         if self.ffn_type != 'origin':
-            layer_cfgs = options.setdefault('layer_cfgs', {})
-            layer_cfgs['ffn_type'] = self.ffn_type
+            options.setdefault('layer_cfgs', {})['ffn_type'] = self.ffn_type
         if self.rope is not None:
             options['rope_cfg'] = dict(self.rope)
         if self.num_register_tokens:
@@ -236,8 +235,8 @@ def infer_vit_arch(
         state_dict (Mapping[str, Tensor]): mmpretrain classifier keys, as
             :func:`~.readers.load_softmax_checkpoint` returns them.
         num_heads (int, optional): The head count, which weights cannot
-            show. Defaults to the standard zoo's for the width
-            (:func:`default_num_heads`).
+            show. Defaults to the Runner config's (:mod:`.trained_config`),
+            else the standard zoo's for the width (:func:`default_num_heads`).
         name (str): The file, for messages.
 
     Returns:
@@ -265,6 +264,7 @@ def infer_vit_arch(
     )
     family = getattr(state_dict, 'family', None)
     trained = getattr(state_dict, 'trained', {})  # meta.cfg's settings
+    num_heads = num_heads or trained.get('num_heads')
     if num_heads is None:
         num_heads = default_num_heads(embed_dims, family)
         if num_heads is None:

@@ -1,13 +1,14 @@
 """What the config of a Runner's checkpoint says about its backbone.
 
-A ViT in mmpretrain keys shows its shape but not its rotary positions,
-whether it had a position table at all, or its LayerNorm eps: a file in a
-family's own layout gets these from the family (:mod:`.family_defaults`),
-an mmpretrain-format file from nothing. A checkpoint saved by an mmengine
-Runner (a softmax model trained or fine-tuned with mmlvit) carries its
-config as text in ``meta['cfg']`` (``Config.pretty_text``); the settings
-are read from it without executing it: only literals and ``dict(...)``
-calls are evaluated, anything else counts as absent.
+A ViT in mmpretrain keys shows its shape but not its head count, its
+rotary positions, whether it had a position table at all, or its
+LayerNorm eps: a file in a family's own layout gets these from the family
+(:mod:`.family_defaults`), an mmpretrain-format file from nothing. A
+checkpoint saved by an mmengine Runner (a softmax model trained or
+fine-tuned with mmlvit) carries its config as text in ``meta['cfg']``
+(``Config.pretty_text``); the settings are read from it without executing
+it: only literals and ``dict(...)`` calls are evaluated, anything else
+counts as absent.
 """
 
 import ast
@@ -26,9 +27,10 @@ def trained_backbone_settings(checkpoint, name: str) -> dict:
         name (str): The file, for the log.
 
     Returns:
-        dict: Any of ``rope`` (the backbone's ``rope_cfg``), ``abs_pos_embed``
-        (False for ``pos_embed_type='none'``) and ``norm_eps`` (other than
-        the default); empty without a config or with none of them.
+        dict: Any of ``num_heads`` (of a custom ``arch`` dict), ``rope``
+        (the backbone's ``rope_cfg``), ``abs_pos_embed`` (False for
+        ``pos_embed_type='none'``) and ``norm_eps`` (other than the
+        default); empty without a config or with none of them.
     """
     meta = checkpoint.get('meta') if isinstance(checkpoint, Mapping) else None
     text = meta.get('cfg') if isinstance(meta, Mapping) else None
@@ -37,6 +39,9 @@ def trained_backbone_settings(checkpoint, name: str) -> dict:
     if not isinstance(backbone, dict):
         return {}
     settings = {}
+    arch = backbone.get('arch')
+    if isinstance(arch, dict) and isinstance(arch.get('num_heads'), int):
+        settings['num_heads'] = arch['num_heads']
     if isinstance(backbone.get('rope_cfg'), dict):
         settings['rope'] = backbone['rope_cfg']
     if backbone.get('pos_embed_type') == 'none':

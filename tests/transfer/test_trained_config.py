@@ -4,9 +4,13 @@ and the LayerNorm eps its weights cannot show come from the config in
 its ``meta['cfg']``, read and never executed, so a FullCopy softmax student
 still computes the source model (timm's EVA-02 and DINOv3 as oracles)."""
 
+import os.path as osp
+
 import pytest
 import torch
 from mmengine.config import Config
+from mmengine.registry import init_default_scope
+from tiny_runs import train_from_cfg
 from vit_families import family_classifier, images, read, save_family
 from vit_families import timm_model as family_model
 
@@ -121,3 +125,38 @@ def test_convert_writes_the_trained_settings_into_student_and_teacher(
         assert backbone.rope_cfg == TRAINED_BACKBONES['dinov3']['rope_cfg']
         assert backbone.pos_embed_type == 'none', net
         assert backbone.norm_cfg.eps == 1e-5, net
+
+
+def test_a_checkpoint_a_runner_saved_converts_with_its_rope(
+    repo_root, fashion_mnist_root, tmp_path
+):
+    """A softmax DINOv3-shaped model trained one epoch on Fashion-MNIST
+    by a real Runner: its epoch checkpoint converts with its RoPE, and
+    the teacher built from the written config loads it."""
+    init_default_scope('mmpretrain')
+    cfg = Config.fromfile(
+        osp.join(repo_root, 'tests/data/configs/tiny_softmax_fmnist.py')
+    )
+    cfg.model.backbone.update(
+        type='LinearVisionTransformer',
+        attn_cfg=dict(type='SoftmaxAttention'),
+        **TRAINED_BACKBONES['dinov3'],
+    )
+    cfg.train_dataloader.dataset.data_root = fashion_mnist_root
+    cfg.val_dataloader.dataset.data_root = fashion_mnist_root
+    cfg.train_cfg = dict(by_epoch=True, max_epochs=1)
+    cfg.param_scheduler = [dict(type='ConstantLR', factor=1.0)]
+    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    cfg.test_cfg = cfg.test_dataloader = cfg.test_evaluator = None
+    cfg.work_dir = str(tmp_path / 'work')
+    train_from_cfg(cfg)
+    result = convert_to_student(
+        str(tmp_path / 'work' / 'epoch_1.pth'),
+        str(tmp_path / 'out'),
+        operator='gla',
+        dataset='fashion-mnist',
+    )
+    assert result['arch'].num_heads == 2  # 32 wide: the config's count
+    assert result['arch'].rope == TRAINED_BACKBONES['dinov3']['rope_cfg']
+    teacher = Config.fromfile(result['config']).model.teacher.backbone
+    assert teacher.pos_embed_type == 'none' and teacher.norm_cfg.eps == 1e-5
