@@ -22,10 +22,10 @@ from mmpretrain.models.backbones import VisionTransformer
 
 from .errors import TransferError
 from .family_defaults import (
-    FAMILY_INPUT_NORM,
-    FAMILY_NORM_EPS,
+    DEFAULT_NORM_EPS,
     FAMILY_ROPE,
     default_num_heads,
+    unseen_settings,
 )
 
 # mmpretrain's zoo names for the standard shapes, preferred in configs.
@@ -97,7 +97,7 @@ class ViTArch:
     pool_feedforward_channels: int | None = None
     qkv_bias: bool = True
     abs_pos_embed: bool = True
-    norm_eps: float = 1e-6
+    norm_eps: float = DEFAULT_NORM_EPS
     input_norm: dict | None = None
 
     def backbone_options(self) -> dict:
@@ -119,7 +119,7 @@ class ViTArch:
                 norm_cfg=dict(type='LN', eps=1e-5),
                 layer_cfgs=dict(act_cfg=dict(type='QuickGELU')),
             )
-        if self.norm_eps != 1e-6:
+        if self.norm_eps != DEFAULT_NORM_EPS:
             options['norm_cfg'] = dict(type='LN', eps=self.norm_eps)
         if not self.qkv_bias:
             options['qkv_bias'] = False
@@ -263,8 +263,8 @@ def infer_vit_arch(
         {int(m.group(1)) for m in map(_BLOCK.match, state_dict) if m}
     )
     family = getattr(state_dict, 'family', None)
-    trained = getattr(state_dict, 'trained', {})  # meta.cfg's settings
-    num_heads = num_heads or trained.get('num_heads')
+    unseen = unseen_settings(state_dict)
+    num_heads = num_heads or unseen.get('num_heads')
     if num_heads is None:
         num_heads = default_num_heads(embed_dims, family)
         if num_heads is None:
@@ -308,7 +308,7 @@ def infer_vit_arch(
         pre_norm='backbone.pre_norm.weight' in state_dict,
         patch_bias='backbone.patch_embed.projection.bias' in state_dict,
         ffn_type=_ffn_type(state_dict, ffn),
-        rope=trained.get('rope', FAMILY_ROPE.get(family)),
+        rope=unseen['rope'],
         num_register_tokens=(
             state_dict['backbone.reg_token'].shape[1]
             if 'backbone.reg_token' in state_dict
@@ -319,11 +319,11 @@ def infer_vit_arch(
             None if pool_ffn is None else pool_ffn.shape[0]
         ),
         qkv_bias='backbone.layers.0.attn.qkv.bias' in state_dict,
-        abs_pos_embed=trained.get(
+        abs_pos_embed=unseen.get(
             'abs_pos_embed', pos_embed is not None or family not in FAMILY_ROPE
         ),
-        norm_eps=trained.get('norm_eps', FAMILY_NORM_EPS.get(family, 1e-6)),
-        input_norm=FAMILY_INPUT_NORM.get(family),
+        norm_eps=unseen['norm_eps'],
+        input_norm=unseen['input_norm'],
     )
 
 

@@ -22,6 +22,7 @@ DINOV3_HEADS = {4096: 32}
 EVA02_ROPE = dict(type='eva02', ref_feat_shape=(16, 16))
 DINOV3_ROPE = dict(type='dinov3', temperature=100)
 FAMILY_ROPE = {'eva02': EVA02_ROPE, 'dinov3': DINOV3_ROPE}
+DEFAULT_NORM_EPS = 1e-6  # the backbones' LayerNorm eps
 FAMILY_NORM_EPS = {'dinov3': 1e-5}
 # mean and std of RGB on 0-255, as a data preprocessor takes them.
 _CLIP_INPUT = dict(
@@ -32,6 +33,20 @@ FAMILY_INPUT_NORM = {
     'eva02': _CLIP_INPUT,
     'siglip': dict(mean=[127.5] * 3, std=[127.5] * 3),
 }
+
+
+def unseen_settings(state_dict) -> dict:
+    """What a read state dict's weights cannot show: its family's
+    (``state_dict.family``) ``rope`` (a ``rope_cfg`` or None), ``norm_eps``
+    and ``input_norm`` (mean and std, or None), overridden by what a
+    Runner's config states (``state_dict.trained``, see
+    :mod:`.trained_config`; also ``num_heads``, ``abs_pos_embed``)."""
+    family = getattr(state_dict, 'family', None)
+    return dict(
+        rope=FAMILY_ROPE.get(family),
+        norm_eps=FAMILY_NORM_EPS.get(family, DEFAULT_NORM_EPS),
+        input_norm=FAMILY_INPUT_NORM.get(family),
+    ) | getattr(state_dict, 'trained', {})
 
 
 def default_num_heads(embed_dims: int, family: str | None = None):

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from mmengine.logging import print_log
 
-DEFAULT_NORM_EPS = 1e-6  # the backbones' LayerNorm eps
+from .family_defaults import DEFAULT_NORM_EPS
 
 
 def trained_backbone_settings(checkpoint, name: str) -> dict:
